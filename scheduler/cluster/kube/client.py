@@ -1,0 +1,214 @@
+"""The one HTTP seam between Lahar and the Kubernetes API server.
+
+:class:`KubeClient` wraps the official client's ``ApiClient`` (its kubeconfig / in-cluster
+loading, TLS, token refresh and urllib3 connection pool) but talks raw JSON in both directions:
+
+* Responses are never deserialized into the generated models. Those are ~10x slower than
+  ``json.loads`` and silently drop fields newer than the client, so every call returns the undecoded
+  urllib3 response (what the generated methods return with ``_preload_content=False``).
+* Request bodies are plain dicts. The generated methods validate dict bodies through the pydantic
+  models, rejecting or dropping unknown fields, which would corrupt a read-modify-write of a Node.
+
+All requests pass one client-side token bucket (``--kube-api-qps`` / ``--kube-api-burst``), so
+binds, status writes and watches share the same budget, as in client-go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "KubeClient",
+    "QueryValue",
+    "TokenBucket",
+    "build_configuration",
+    "object_path",
+]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+"""(connect, read) seconds for ordinary requests; watches pass their own."""
+
+Timeout = float | tuple[float, float] | None
+QueryValue = str | int | bool | None
+
+
+class TokenBucket:
+    """Client-side rate limit: ``qps`` tokens per second, at most ``burst`` saved up.
+
+    ``acquire`` reserves a token and sleeps until it is due, so concurrent callers are served in
+    arrival order. A non-positive ``qps`` disables limiting.
+    """
+
+    __slots__ = ("_clock", "_last", "_lock", "_sleep", "_tokens", "burst", "qps")
+
+    def __init__(self, *, qps: float, burst: int,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.qps = float(qps)
+        self.burst = max(int(burst), 1)
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._tokens = float(self.burst)
+        self._last = clock()
+
+    def reserve(self) -> float:
+        """Take one token; return how many seconds the caller must wait before using it."""
+        if self.qps <= 0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1.0
+            return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def acquire(self) -> float:
+        """Take one token, sleeping as long as needed; return the time slept."""
+        delay = self.reserve()
+        if delay > 0:
+            self._sleep(delay)
+        return delay
+
+
+def build_configuration(*, kubeconfig: str | None = None, master: str | None = None,
+                        context: str | None = None) -> Configuration:
+    """Client configuration from the ``--kubeconfig`` / ``--master`` flags.
+
+    A kubeconfig flag wins; without one the in-cluster service account is used when running in a
+    pod, else ``$KUBECONFIG`` or ``~/.kube/config`` if present. ``master`` then overrides the
+    server address (alone it means an unauthenticated endpoint such as a local proxy). Never touches
+    the client's global default configuration.
+    """
+    configuration = Configuration()
+    if kubeconfig:
+        kube_config.load_kube_config(config_file=kubeconfig, context=context,
+                                     client_configuration=configuration, persist_config=False)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kube_config.load_incluster_config(client_configuration=configuration)
+    elif not master:
+        default = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
+            "~/.kube/config")
+        if not os.path.exists(default):
+            raise kube_config.ConfigException(
+                "no --kubeconfig, --master or in-cluster service account; "
+                f"and {default} does not exist")
+        kube_config.load_kube_config(config_file=default, context=context,
+                                     client_configuration=configuration, persist_config=False)
+    if master:
+        configuration.host = master if "://" in master else f"https://{master}"
+    # Watches hold one connection each for minutes; binds run from a worker pool.
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
+    configuration.keep_alive = True
+    return configuration
+
+
+def object_path(prefix: str, plural: str, *, name: str = "", namespace: str = "",
+                subresource: str = "") -> str:
+    """``/api/v1`` or ``/apis/<group>/<version>`` + optional namespace, name and subresource."""
+    parts = [prefix.rstrip("/")]
+    if namespace:
+        parts += ["namespaces", quote(namespace, safe="")]
+    parts.append(plural)
+    if name:
+        parts.append(quote(name, safe=""))
+        if subresource:
+            parts.append(subresource)
+    return "/".join(parts)
+
+
+class KubeClient:
+    """Raw-JSON requests through the official client's transport, behind a token bucket."""
+
+    def __init__(self, api_client: ApiClient, *, qps: float = 2000.0, burst: int = 2000) -> None:
+        self.api_client = api_client
+        self.bucket = TokenBucket(qps=qps, burst=burst)
+
+    @classmethod
+    def from_flags(cls, *, kubeconfig: str | None = None, master: str | None = None,
+                   context: str | None = None, qps: float = 2000.0,
+                   burst: int = 2000) -> KubeClient:
+        """Build a client from the command-line flags (see :func:`build_configuration`)."""
+        configuration = build_configuration(kubeconfig=kubeconfig, master=master, context=context)
+        return cls(ApiClient(configuration), qps=qps, burst=burst)
+
+    @classmethod
+    def for_host(cls, host: str, *, qps: float = 0.0, burst: int = 1) -> KubeClient:
+        """An unauthenticated client for ``host`` (a local proxy, or a test double)."""
+        configuration = Configuration(host=host)
+        configuration.connection_pool_maxsize = 64
+        return cls(ApiClient(configuration), qps=qps, burst=burst)
+
+    @property
+    def host(self) -> str:
+        return str(self.api_client.configuration.host)
+
+    def request(self, method: str, path: str, *,
+                query: Mapping[str, QueryValue] | None = None, body: Any = None,
+                content_type: str | None = None,
+                timeout: Timeout = DEFAULT_TIMEOUT) -> urllib3.BaseHTTPResponse:
+        """Send one request; return the undecoded response (stream it or ``read`` it).
+
+        Raises ``ApiException`` (typed subclasses for 404/409/5xx …) on a non-2xx answer and
+        urllib3/``OSError`` exceptions when the server cannot be reached.
+        """
+        self.bucket.acquire()
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        params = [(key, _query_text(value)) for key, value in (query or {}).items()
+                  if value is not None]
+        serialized = self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=params, header_params=headers,
+            body=body, auth_settings=["BearerToken"])
+        response = self.api_client.call_api(*serialized, _request_timeout=timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            text = (response.data or b"").decode("utf-8", errors="replace")
+            raise ApiException.from_response(http_resp=response, body=text, data=None)
+        raw: urllib3.BaseHTTPResponse = response.response
+        return raw
+
+    def request_json(self, method: str, path: str, *,
+                     query: Mapping[str, QueryValue] | None = None, body: Any = None,
+                     content_type: str | None = None,
+                     timeout: Timeout = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        """:meth:`request` and decode the JSON answer (``{}`` for an empty body)."""
+        response = self.request(method, path, query=query, body=body,
+                                content_type=content_type, timeout=timeout)
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+        if not data:
+            return {}
+        decoded = json.loads(data)
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def close(self) -> None:
+        self.api_client.close()
+
+
+def _query_text(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

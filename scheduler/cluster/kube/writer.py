@@ -1,0 +1,312 @@
+"""Everything the scheduler writes to the API server: binds, evictions, status, events.
+
+:class:`KubeClusterWriter` implements ``scheduler.cache.interface.ClusterWriter`` with raw-JSON
+requests and turns API failures into ``WriteError`` / ``BindError`` carrying the HTTP status
+(0 = transport). Transient failures (transport, 429, 5xx) are retried with full jitter a bounded
+number of times; answers such as 409 "already bound" are surfaced at once.
+
+Write shapes follow Volcano: the Binding carries the device annotations (the API server applies
+them atomically with ``spec.nodeName``); eviction first marks the pod ``Ready=False`` / reason
+``Evict`` and ``DisruptionTarget=True`` / ``PreemptionByScheduler``, then uses the Eviction API so
+PodDisruptionBudgets are honoured; PodGroup status is patched on the object (Volcano's CRD has no
+status subresource) and Queue status through ``/status``. Events are core/v1 Events named like
+client-go's (``<object>.<hex nanoseconds>``); repeats of the same event bump ``count`` instead of
+creating new objects.
+
+For node locks the writer also offers ``get_node`` / ``replace_node`` (optimistic concurrency on
+``metadata.resourceVersion``; a lost race raises :class:`ConflictError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.cache.interface import BindError, ObjectRef, WriteError
+from scheduler.cluster.kube.client import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    KubeClient,
+    object_path,
+)
+from scheduler.cluster.kube.retry import RetryPolicy, status_of
+
+__all__ = ["ConflictError", "KubeClusterWriter", "rfc3339"]
+
+T = TypeVar("T")
+
+CORE = "/api/v1"
+VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
+EVENT_MESSAGE_LIMIT = 1024
+EVENT_REPEAT_WINDOW = 600.0
+"""Seconds within which an identical event bumps the previous one's count."""
+
+
+class ConflictError(WriteError):
+    """An update lost an optimistic-concurrency race (HTTP 409); re-read and try again."""
+
+    def __init__(self, message: str, *, status: int = 409) -> None:
+        super().__init__(message, status=status)
+
+
+def rfc3339(seconds: float) -> str:
+    """``2006-01-02T15:04:05Z`` — the timestamp format of conditions and core Events."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+@dataclasses.dataclass(slots=True)
+class _SeenEvent:
+    name: str
+    namespace: str
+    count: int
+    last: float
+
+
+class KubeClusterWriter:
+    """``ClusterWriter`` against a real API server (thread-safe; share one per process)."""
+
+    def __init__(self, client: KubeClient, *, scheduler_name: str = "lahar",
+                 retry: RetryPolicy | None = None, clock: Callable[[], float] = time.time,
+                 instance: str | None = None) -> None:
+        self.client = client
+        self.scheduler_name = scheduler_name
+        self.retry = retry or RetryPolicy()
+        self._evict_retry = dataclasses.replace(self.retry, retry_throttled=False)
+        self.clock = clock
+        self.instance = (instance or socket.gethostname())[:128]
+        self._seen: OrderedDict[tuple[str, ...], _SeenEvent] = OrderedDict()
+        self._seen_lock = threading.Lock()
+
+    # -- pods -----------------------------------------------------------------------------------
+
+    def bind(self, *, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if uid:
+            metadata["uid"] = uid
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        path = object_path(CORE, "pods", namespace=namespace, name=name, subresource="binding")
+        what = f"bind {namespace}/{name} to {node}"
+        status = self._call(what, lambda: self._status_of_post(path, body), error=BindError)
+        if status not in (200, 201):
+            raise BindError(f"{what}: unexpected HTTP {status}", status=status)
+
+    def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+        """Mark the pod's conditions, then POST its Eviction; a pod already gone is done."""
+        now = rfc3339(self.clock())
+        conditions = [
+            {"type": "Ready", "status": "False", "reason": "Evict",
+             "message": message or reason, "lastTransitionTime": now},
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+             "message": f"{self.scheduler_name}: preempting to accommodate a higher priority pod",
+             "lastTransitionTime": now},
+        ]
+        status_path = object_path(CORE, "pods", namespace=namespace, name=name,
+                                  subresource="status")
+        try:
+            self._call(f"mark {namespace}/{name} for eviction",
+                       lambda: self._patch(status_path, {"status": {"conditions": conditions}},
+                                           STRATEGIC_MERGE_PATCH))
+        except WriteError as error:
+            if error.status == 404:
+                return
+            raise
+        eviction: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                    "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            eviction["deleteOptions"] = {"preconditions": {"uid": uid}}
+        path = object_path(CORE, "pods", namespace=namespace, name=name, subresource="eviction")
+        try:
+            self._call(f"evict {namespace}/{name}", lambda: self._status_of_post(path, eviction),
+                       policy=self._evict_retry)
+        except WriteError as error:
+            if error.status == 404:
+                return
+            raise
+
+    def update_pod_condition(self, *, namespace: str, name: str, condition: Mapping[str, Any],
+                             nominated_node: str | None = None) -> None:
+        """Strategic-merge the condition (merged by ``type``) into the pod's status."""
+        entry = dict(condition)
+        entry.setdefault("lastTransitionTime", rfc3339(self.clock()))
+        status: dict[str, Any] = {"conditions": [entry]}
+        if nominated_node is not None:
+            status["nominatedNodeName"] = nominated_node
+        path = object_path(CORE, "pods", namespace=namespace, name=name, subresource="status")
+        self._call(f"update condition {entry.get('type')} of {namespace}/{name}",
+                   lambda: self._patch(path, {"status": status}, STRATEGIC_MERGE_PATCH))
+
+    def get_pod(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as the API server has it now, or None when it no longer exists."""
+        path = object_path(CORE, "pods", namespace=namespace, name=name)
+        try:
+            return self._call(f"get pod {namespace}/{name}",
+                              lambda: self.client.request_json("GET", path))
+        except WriteError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    # -- PodGroups and Queues -------------------------------------------------------------------
+
+    def update_podgroup_status(self, *, namespace: str, name: str,
+                               status: Mapping[str, Any]) -> None:
+        path = object_path(VOLCANO, "podgroups", namespace=namespace, name=name)
+        self._call(f"update status of podgroup {namespace}/{name}",
+                   lambda: self._patch(path, {"status": dict(status)}, MERGE_PATCH))
+
+    def update_queue_status(self, *, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch through ``/status``; without a status subresource, patch the object."""
+        body = {"status": dict(status)}
+        what = f"update status of queue {name}"
+        try:
+            self._call(what, lambda: self._patch(
+                object_path(VOLCANO, "queues", name=name, subresource="status"), body,
+                MERGE_PATCH))
+        except WriteError as error:
+            if error.status != 404:
+                raise
+            self._call(what, lambda: self._patch(object_path(VOLCANO, "queues", name=name),
+                                                 body, MERGE_PATCH))
+
+    def ensure_queue(self, name: str, *, weight: int = 1, reclaimable: bool = True) -> bool:
+        """Create the Queue unless it exists; True when this call created it."""
+        try:
+            self._call(f"get queue {name}", lambda: self.client.request_json(
+                "GET", object_path(VOLCANO, "queues", name=name)))
+            return False
+        except WriteError as error:
+            if error.status != 404:
+                raise
+        body = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": weight, "reclaimable": reclaimable}}
+        try:
+            self._call(f"create queue {name}", lambda: self.client.request_json(
+                "POST", object_path(VOLCANO, "queues"), body=body))
+        except WriteError as error:
+            if error.status == 409:  # created meanwhile by someone else
+                return False
+            raise
+        return True
+
+    # -- nodes (node locks) ---------------------------------------------------------------------
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        path = object_path(CORE, "nodes", name=name)
+        return self._call(f"get node {name}", lambda: self.client.request_json("GET", path))
+
+    def replace_node(self, node: dict[str, Any]) -> dict[str, Any]:
+        """PUT the node as given; its ``metadata.resourceVersion`` guards against lost updates."""
+        name = str((node.get("metadata") or {}).get("name") or "")
+        if not name:
+            raise WriteError("replace node: metadata.name is empty", status=400)
+        path = object_path(CORE, "nodes", name=name)
+        return self._call(f"replace node {name}",
+                          lambda: self.client.request_json("PUT", path, body=node))
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def record_event(self, *, involved: ObjectRef, type: str, reason: str, message: str) -> None:
+        namespace = involved.namespace or "default"
+        message = message[:EVENT_MESSAGE_LIMIT]
+        key = (involved.kind, involved.namespace, involved.name, involved.uid, type, reason,
+               message)
+        now = self.clock()
+        with self._seen_lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen.last <= EVENT_REPEAT_WINDOW:
+                seen.count += 1
+                seen.last = now
+                self._seen.move_to_end(key)
+                repeat: _SeenEvent | None = dataclasses.replace(seen)
+            else:
+                repeat = None
+        if repeat is not None and self._bump_event(repeat, now):
+            return
+        name = f"{involved.name}.{time.time_ns():x}"
+        involved_object: dict[str, Any] = {"kind": involved.kind, "name": involved.name,
+                                           "apiVersion": involved.api_version}
+        if involved.namespace:
+            involved_object["namespace"] = involved.namespace
+        if involved.uid:
+            involved_object["uid"] = involved.uid
+        stamp = rfc3339(now)
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": involved_object,
+            "reason": reason, "message": message, "type": type,
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "source": {"component": self.scheduler_name},
+            "reportingComponent": self.scheduler_name, "reportingInstance": self.instance,
+        }
+        path = object_path(CORE, "events", namespace=namespace)
+        self._call(f"record event {reason} on {involved.kind} {involved.name}",
+                   lambda: self.client.request_json("POST", path, body=body))
+        with self._seen_lock:
+            self._seen[key] = _SeenEvent(name=name, namespace=namespace, count=1, last=now)
+            while len(self._seen) > 4096:
+                self._seen.popitem(last=False)
+
+    def _bump_event(self, seen: _SeenEvent, now: float) -> bool:
+        """Raise the count of an earlier identical event; False if it is gone (create anew)."""
+        path = object_path(CORE, "events", namespace=seen.namespace, name=seen.name)
+        body = {"count": seen.count, "lastTimestamp": rfc3339(now)}
+        try:
+            self._call(f"update event {seen.name}", lambda: self._patch(path, body, MERGE_PATCH))
+        except WriteError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _status_of_post(self, path: str, body: Mapping[str, Any]) -> int:
+        response = self.client.request("POST", path, body=body)
+        try:
+            response.drain_conn()
+        finally:
+            response.release_conn()
+        return int(response.status)
+
+    def _patch(self, path: str, body: Mapping[str, Any], content_type: str) -> dict[str, Any]:
+        return self.client.request_json("PATCH", path, body=body, content_type=content_type)
+
+    def _call(self, what: str, fn: Callable[[], T], *,
+                 error: type[WriteError] = WriteError, policy: RetryPolicy | None = None) -> T:
+        """Run ``fn`` under the retry policy; API failures become ``error`` with the status."""
+        try:
+            return (policy or self.retry).call(fn)
+        except Exception as failure:
+            status = status_of(failure)
+            if status is None:
+                raise
+            if status == 409 and error is WriteError:
+                error = ConflictError
+            raise error(f"{what}: {_reason(failure)}", status=status) from failure
+
+
+def _reason(failure: BaseException) -> str:
+    """The API server's own message (from its ``Status`` body) when there is one."""
+    if isinstance(failure, ApiException):
+        try:
+            body = json.loads(failure.body or "")
+        except (TypeError, ValueError):
+            body = None
+        if isinstance(body, dict) and body.get("message"):
+            return f"HTTP {failure.status}: {body['message']}"
+        return f"HTTP {failure.status}: {failure.reason or ''}".rstrip(": ")
+    return f"{type(failure).__name__}: {failure}"

@@ -1,0 +1,324 @@
+"""A small in-process Kubernetes API server double for the adapter's contract tests.
+
+It speaks real HTTP/1.1 on 127.0.0.1 (an ephemeral port) so the official client's transport,
+headers and chunked watch streams are exercised for real. It keeps objects per collection, a
+global resourceVersion counter and an event history, and implements what the adapter uses:
+LIST (with ``limit``/``continue``), WATCH from a resourceVersion (bookmarks, 410 after
+compaction as an HTTP answer or an ERROR event), GET/POST/PUT (resourceVersion conflicts)/
+PATCH (JSON merge and a strategic merge that merges ``conditions`` by ``type``)/DELETE, and the
+pod ``binding`` and ``eviction`` subresources.
+
+Tests script failures with :meth:`ApiServerDouble.fail`, drop or hold watch streams, emit
+bookmarks and compact history, and inspect :attr:`ApiServerDouble.requests`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import copy
+import json
+import re
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
+from typing import Any
+
+NAMESPACED = {"pods", "podgroups", "leases", "events"}
+KINDS = {"nodes": "Node", "pods": "Pod", "priorityclasses": "PriorityClass",
+         "podgroups": "PodGroup", "queues": "Queue", "devices": "Device", "leases": "Lease",
+         "events": "Event"}
+DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "scheduling.k8s.io/v1/priorityclasses",
+                       "scheduling.volcano.sh/v1beta1/podgroups",
+                       "scheduling.volcano.sh/v1beta1/queues", "coordination.k8s.io/v1/leases")
+DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
+
+
+@dataclass(slots=True)
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass(slots=True)
+class Fault:
+    method: str
+    pattern: str
+    status: int
+    times: int
+    watch: bool | None = None
+    user_agent: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    collection: str
+    group_version: str
+    plural: str
+    namespace: str
+    name: str
+    subresource: str
+
+
+class HttpError(Exception):
+    def __init__(self, code: int, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.code, self.message, self.reason = code, message, reason or _REASONS.get(code, "")
+
+
+_REASONS = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 410: "Expired",
+            415: "UnsupportedMediaType", 429: "TooManyRequests", 500: "InternalError",
+            503: "ServiceUnavailable"}
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def status_body(code: int, message: str, reason: str = "") -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason or _REASONS.get(code, ""), "code": code}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge(target: Any, patch: Any) -> Any:
+    """Merge patch, except ``conditions`` lists merge element-wise by ``type``."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif key == "conditions" and isinstance(value, list):
+            merged = [dict(c) for c in result.get(key) or []]
+            for condition in value:
+                for index, existing in enumerate(merged):
+                    if existing.get("type") == condition.get("type"):
+                        merged[index] = merge_patch(existing, condition)
+                        break
+                else:
+                    merged.append(copy.deepcopy(condition))
+            result[key] = merged
+        else:
+            result[key] = strategic_merge(result.get(key), value)
+    return result
+
+
+class ApiServerDouble:
+    """State, scripting hooks and the HTTP server; use as a context manager or start/stop."""
+
+    def __init__(self, *, collections: tuple[str, ...] = DEFAULT_COLLECTIONS,
+                 status_subresources: tuple[str, ...] = ("queues", "pods"),
+                 max_watch_seconds: float = 10.0) -> None:
+        self.cond = threading.Condition()
+        self.resource_version = 100
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in collections}
+        self.status_subresources = set(status_subresources)
+        self.history: list[tuple[int, str, str, dict[str, Any]]] = []
+        self.compacted = 0
+        self.gone_as_event = True
+        self.requests: list[Recorded] = []
+        self.faults: list[Fault] = []
+        self.pdb_blocked: set[str] = set()
+        self.max_watch_seconds = max_watch_seconds
+        self._drops = 0
+        self._drop_points: list[int] = []
+        self._abrupt = False
+        self._held = False
+        self._closing = False
+        self._server: ThreadingHTTPServer | None = None
+        self._streams: set[socket.socket] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        from apiserver_http import make_handler
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self))
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self.url
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def stop(self) -> None:
+        with self.cond:
+            self._closing = True
+            self.cond.notify_all()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for sock in list(self._streams):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> ApiServerDouble:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- scripting ------------------------------------------------------------------------------
+
+    def serve(self, collection: str) -> None:
+        with self.cond:
+            self.objects.setdefault(collection, {})
+
+    def fail(self, method: str, pattern: str, status: int, *, times: int = 1,
+             watch: bool | None = None, user_agent: str | None = None,
+             headers: dict[str, str] | None = None) -> None:
+        """Answer the next ``times`` matching requests with ``status``."""
+        with self.cond:
+            self.faults.append(Fault(method.upper(), pattern, status, times, watch, user_agent,
+                                     headers or {}))
+
+    def drop_watches(self, *, abrupt: bool = False) -> None:
+        """End every open watch stream (cleanly, or by cutting the connection)."""
+        with self.cond:
+            self._drops += 1
+            self._drop_points.append(len(self.history))
+            self._abrupt = abrupt
+            self.cond.notify_all()
+
+    @contextlib.contextmanager
+    def watches_held(self) -> Iterator[None]:
+        """Drop open watches and make new ones wait until the block ends."""
+        with self.cond:
+            self._held = True
+        self.drop_watches()
+        try:
+            yield
+        finally:
+            with self.cond:
+                self._held = False
+                self.cond.notify_all()
+
+    def compact(self, *, as_event: bool = True) -> None:
+        """Forget history: watching from any version older than now answers 410."""
+        with self.cond:
+            self.compacted = self.resource_version
+            self.gone_as_event = as_event
+
+    def bookmark(self) -> int:
+        """Send a BOOKMARK at the current resourceVersion to watches that asked for them."""
+        with self.cond:
+            self.resource_version += 1
+            version = self.resource_version
+            self.history.append((version, "*", "BOOKMARK",
+                                 {"metadata": {"resourceVersion": str(version)}}))
+            self.cond.notify_all()
+            return version
+
+    def requests_to(self, method: str, pattern: str) -> list[Recorded]:
+        with self.cond:
+            return [r for r in self.requests
+                    if r.method == method.upper() and re.search(pattern, r.path)]
+
+    # -- object store ---------------------------------------------------------------------------
+
+    def create(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
+        with self.cond:
+            return self._create(collection, copy.deepcopy(obj))
+
+    def update(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
+        with self.cond:
+            key = _key(obj)
+            stored = copy.deepcopy(obj)
+            stored["metadata"]["uid"] = self.objects[collection][key]["metadata"]["uid"]
+            return self._commit(collection, key, stored, "MODIFIED")
+
+    def delete(self, collection: str, key: str) -> None:
+        with self.cond:
+            self._delete(collection, key)
+
+    def get(self, collection: str, key: str) -> dict[str, Any] | None:
+        with self.cond:
+            obj = self.objects[collection].get(key)
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def _create(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj.setdefault("metadata", {})
+        key = _key(obj)
+        if key in self.objects[collection]:
+            raise HttpError(409, f"{collection} \"{key}\" already exists", "AlreadyExists")
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        return self._commit(collection, key, obj, "ADDED")
+
+    def _commit(self, collection: str, key: str, obj: dict[str, Any],
+                event: str) -> dict[str, Any]:
+        self.resource_version += 1
+        obj["metadata"]["resourceVersion"] = str(self.resource_version)
+        self.objects[collection][key] = obj
+        self.history.append((self.resource_version, collection, event, copy.deepcopy(obj)))
+        self.cond.notify_all()
+        return copy.deepcopy(obj)
+
+    def _delete(self, collection: str, key: str) -> dict[str, Any]:
+        obj = self.objects[collection].pop(key, None)
+        if obj is None:
+            raise HttpError(404, f"{collection} \"{key}\" not found")
+        self.resource_version += 1
+        obj["metadata"]["resourceVersion"] = str(self.resource_version)
+        self.history.append((self.resource_version, collection, "DELETED", copy.deepcopy(obj)))
+        self.cond.notify_all()
+        return obj
+
+    # -- request handling (called by the handler under no lock) --------------------------------
+
+    def route(self, path: str) -> Target:
+        segments = [s for s in path.split("/") if s]
+        if segments[:1] == ["api"]:
+            group_version, rest = segments[1], segments[2:]
+        elif segments[:1] == ["apis"] and len(segments) >= 3:
+            group_version, rest = f"{segments[1]}/{segments[2]}", segments[3:]
+        else:
+            raise HttpError(404, f"no route for {path}")
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest:
+            raise HttpError(404, f"no route for {path}")
+        collection = f"{group_version}/{rest[0]}"
+        if collection not in self.objects:
+            raise HttpError(404, f"the server could not find the requested resource ({path})")
+        return Target(collection, group_version, rest[0], namespace,
+                      rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else "")
+
+    def take_fault(self, request: Recorded, is_watch: bool) -> Fault | None:
+        with self.cond:
+            for fault in self.faults:
+                if (fault.times > 0 and fault.method == request.method
+                        and re.search(fault.pattern, request.path)
+                        and (fault.watch is None or fault.watch == is_watch)
+                        and (fault.user_agent is None
+                             or request.headers.get("user-agent") == fault.user_agent)):
+                    fault.times -= 1
+                    return fault
+        return None
