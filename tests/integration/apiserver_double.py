@@ -157,7 +157,8 @@ class ApiServerDouble:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
         return self.url
 
     @property

@@ -148,8 +148,7 @@ class LeaderElector:
         now = micro_time(self._wall_clock())
         new_spec = dict(spec)
         if holder != self.identity:
-            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
-                1 if holder else 0)
+            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
             new_spec["acquireTime"] = now
         new_spec.update(holderIdentity=self.identity, renewTime=now,
                         leaseDurationSeconds=self._duration_seconds())

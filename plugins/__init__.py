@@ -1,0 +1,21 @@
+"""Plugins, one per module, in an explicit registry keyed by the conf's plugin names."""
+
+from __future__ import annotations
+
+from plugins.binpack import Binpack
+from plugins.conformance import Conformance
+from plugins.drf import Drf
+from plugins.gang import Gang
+from plugins.nodeorder import NodeOrder
+from plugins.overcommit import Overcommit
+from plugins.predicates import Predicates
+from plugins.priority import Priority
+from plugins.proportion import Proportion
+
+__all__ = ["PLUGINS"]
+
+PLUGINS: dict[str, type] = {
+    cls.NAME: cls
+    for cls in (Priority, Gang, Conformance, Drf, Proportion, Overcommit, Predicates, NodeOrder,
+                Binpack)
+}

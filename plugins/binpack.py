@@ -1,0 +1,80 @@
+"""binpack: prefer the nodes that will be fullest after placing the pod.
+
+``score = Σ_r w_r · (used_r + request_r) / allocatable_r ÷ Σ_r w_r × 100 × binpack.weight``
+over the resources the pod requests that carry a weight (cpu, memory and the names listed in
+``binpack.resources``). A resource the node does not have adds 0 but its weight still counts;
+a node that would overflow any weighted resource scores 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler.api.resource import CPU, MEMORY
+from scheduler.api.task import TaskInfo
+from scheduler.framework.arguments import ArgumentError, arg, extra_args
+from scheduler.framework.hooks import FloatArray, IntArray
+from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.plugin import PluginBase
+
+__all__ = ["Binpack", "BinpackArgs"]
+
+_PREFIX = "binpack.resources."
+
+
+@dataclass(frozen=True, slots=True)
+class BinpackArgs:
+    weight: int = arg("binpack.weight", 1)
+    cpu: int = arg("binpack.cpu", 1)
+    memory: int = arg("binpack.memory", 1)
+    resources: str = arg("binpack.resources", "")
+    resource_weights: dict[str, Any] = extra_args(_PREFIX)
+    weights: dict[str, int] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        weights = {CPU: self.cpu, MEMORY: self.memory}
+        for name in (n.strip() for n in self.resources.split(",")):
+            if not name:
+                continue
+            value = self.resource_weights.get(_PREFIX + name, 1)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ArgumentError("plugin binpack", _PREFIX + name, "an integer", value)
+            weights[name] = value
+        object.__setattr__(self, "weights", weights)
+
+
+class Binpack(PluginBase[BinpackArgs]):
+    NAME = "binpack"
+    Args = BinpackArgs
+
+    def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
+        if self.args.weight == 0:
+            return np.zeros(len(candidates))
+        cols: list[int] = []
+        weights: list[float] = []
+        requests: list[float] = []
+        weight_sum = 0.0
+        for name, weight in self.args.weights.items():
+            request = task.resreq.get(name)
+            if request <= 0 or weight <= 0:
+                continue
+            weight_sum += weight
+            col = table.dim_index.get(name)
+            if col is None:
+                continue  # no node has it: contributes 0, weight still counts
+            cols.append(col)
+            weights.append(weight)
+            requests.append(request)
+        if weight_sum == 0:
+            return np.zeros(len(candidates))
+        if not cols:
+            return np.zeros(len(candidates))
+        used = table.used[np.ix_(candidates, cols)] + np.array(requests)
+        allocatable = table.allocatable[np.ix_(candidates, cols)]
+        overflow = np.any((allocatable > 0) & (used > allocatable), axis=1)
+        ratio = np.where(allocatable > 0, used / np.where(allocatable > 0, allocatable, 1.0), 0.0)
+        score = (ratio * np.array(weights)).sum(axis=1) / weight_sum * 100.0 * self.args.weight
+        return np.where(overflow, 0.0, score)

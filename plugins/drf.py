@@ -1,0 +1,79 @@
+"""drf: dominant resource fairness between jobs.
+
+A job's share is its largest ``allocated / cluster total`` over resource dimensions; jobs
+with the lower share go first, and shares move with every in-session allocate and evict.
+"""
+
+from __future__ import annotations
+
+from scheduler.api.job import JobInfo
+from scheduler.api.resource import Resource
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import JobID, Vote
+from scheduler.framework.plugin import NoArgs, PluginBase
+from scheduler.framework.session import Session
+
+__all__ = ["Drf", "dominant_share"]
+
+_SHARE_EPSILON = 1e-6
+
+
+def dominant_share(allocated: Resource, total: Resource) -> float:
+    share = 0.0
+    for name in set(allocated.names()) | set(total.names()):
+        if name == "pods":
+            continue
+        used, capacity = allocated.get(name), total.get(name)
+        if capacity <= 0:
+            ratio = 1.0 if used > 0 else 0.0
+        else:
+            ratio = used / capacity
+        share = max(share, ratio)
+    return share
+
+
+class Drf(PluginBase[NoArgs]):
+    NAME = "drf"
+
+    def on_session_open(self, session: Session) -> None:
+        super().on_session_open(session)
+        self.allocated: dict[JobID, Resource] = {
+            uid: job.allocated.clone() for uid, job in session.jobs.items()}
+        self.shares: dict[JobID, float] = {
+            uid: dominant_share(res, session.total_resource) for uid, res in self.allocated.items()}
+
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        ls, rs = self.shares.get(left.uid, 0.0), self.shares.get(right.uid, 0.0)
+        if abs(ls - rs) < _SHARE_EPSILON:
+            return 0
+        return -1 if ls < rs else 1
+
+    def _update(self, task: TaskInfo, sign: int) -> None:
+        allocated = self.allocated.get(task.job)
+        if allocated is None:
+            return
+        if sign > 0:
+            allocated.add(task.resreq)
+        else:
+            allocated.sub(task.resreq)
+        self.shares[task.job] = dominant_share(allocated, self.ssn.total_resource)
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        self._update(task, +1)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self._update(task, -1)
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        total = self.ssn.total_resource
+        mine = self.allocated.get(preemptor.job, Resource()).clone().add(preemptor.resreq)
+        my_share = dominant_share(mine, total)
+        victims = []
+        for task in candidates:
+            theirs = self.allocated.get(task.job)
+            if theirs is None:
+                continue
+            their_share = dominant_share(theirs.clone().sub(task.resreq), total)
+            if my_share < their_share or abs(my_share - their_share) <= _SHARE_EPSILON:
+                victims.append(task)
+        return victims, Vote.PERMIT

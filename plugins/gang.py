@@ -1,0 +1,119 @@
+"""gang: all-or-nothing placement of a PodGroup's ``minMember`` tasks.
+
+A job is valid when it has enough schedulable tasks (and per-role ``minTaskMember``), ready
+when enough tasks hold resources, pipelined when enough more are reserved. At session close
+it writes the ``Unschedulable`` / ``Scheduled`` PodGroup condition with Volcano's messages.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from scheduler.api.job import JobInfo
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import ALLOCATED_STATUS, READY_STATUS, TaskStatus, Vote
+from scheduler.framework.close import rfc3339
+from scheduler.framework.plugin import NoArgs, PluginBase
+from scheduler.framework.session import Session
+
+__all__ = ["Gang"]
+
+_VALID = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
+
+
+def _roles_satisfied(job: JobInfo, status: TaskStatus) -> str | None:
+    """The first role below its ``minTaskMember`` counting tasks in ``status``, else None."""
+    minimums = job.min_task_member
+    if not minimums or job.min_available < sum(minimums.values()):
+        return None
+    counts: Counter[str] = job.role_counts(status)
+    if not status & TaskStatus.PENDING:  # pending best-effort tasks count towards readiness
+        for task in job.task_status_index.get(TaskStatus.PENDING, {}).values():
+            if task.best_effort:
+                counts[task.role] += 1
+    for role, minimum in sorted(minimums.items()):
+        if counts[role] < minimum:
+            return role
+    return None
+
+
+class Gang(PluginBase[NoArgs]):
+    NAME = "gang"
+
+    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        role = _roles_satisfied(job, _VALID)
+        if role is not None:
+            valid = job.role_counts(_VALID)[role]
+            return ("NotEnoughPodsOfTask",
+                    f"Not enough valid pods of task {role} for gang-scheduling, "
+                    f"valid: {valid}, min: {job.min_task_member[role]}")
+        valid = job.valid_task_num()
+        if valid < job.min_available:
+            return ("NotEnoughTasks",
+                    f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_available}")
+        return None
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return job.is_ready() and _roles_satisfied(job, READY_STATUS) is None
+
+    def job_pipelined(self, job: JobInfo) -> Vote:
+        if job.is_pipelined() and _roles_satisfied(job, READY_STATUS | TaskStatus.PIPELINED) is None:
+            return Vote.PERMIT
+        return Vote.REJECT
+
+    def job_starving(self, job: JobInfo) -> bool:
+        return job.is_starving()
+
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        left_ready, right_ready = self.job_ready(left), self.job_ready(right)
+        if left_ready == right_ready:
+            return 0
+        return 1 if left_ready else -1
+
+    def _victims(self, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        occupied: dict[str, int] = {}
+        victims = []
+        for task in candidates:
+            job = self.ssn.jobs.get(task.job)
+            if job is None:
+                continue
+            ready = occupied.setdefault(job.uid, job.ready_task_num())
+            if ready > job.min_available:
+                occupied[job.uid] = ready - 1
+                victims.append(task)
+        return victims, Vote.PERMIT
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        return self._victims(candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        return self._victims(candidates)
+
+    def on_session_close(self, session: Session) -> None:
+        now = rfc3339(session.clock())
+        for job in session.jobs.values():
+            if not session.is_valid(job):
+                continue
+            if job.is_ready():
+                if job.task_status_index.get(TaskStatus.PENDING) or job.count(READY_STATUS):
+                    session.update_podgroup_condition(job, {
+                        "type": "Scheduled", "status": "True", "transitionID": session.uid,
+                        "lastTransitionTime": now, "reason": "tasks in gang are ready to be scheduled",
+                        "message": "",
+                    })
+                    _clear_unschedulable(job)
+                continue
+            pending = job.task_status_index.get(TaskStatus.PENDING, {}).values()
+            schedulable = job.ready_task_num() + sum(1 for t in pending if t.last_node)
+            message = (f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang "
+                       f"unschedulable: {job.fit_error()}")
+            job.job_fit_error = message
+            session.update_podgroup_condition(job, {
+                "type": "Unschedulable", "status": "True", "transitionID": session.uid,
+                "lastTransitionTime": now, "reason": "NotEnoughResources", "message": message,
+            })
+
+
+def _clear_unschedulable(job: JobInfo) -> None:
+    job.podgroup.conditions = [c for c in job.podgroup.conditions
+                               if not (c.get("type") == "Unschedulable")]

@@ -1,0 +1,99 @@
+"""nodeorder: kube-scheduler's node scores, each normalised to 0–100 and weighted.
+
+least requested, most requested and balanced allocation look at cpu and memory after placing
+the pod; node affinity scores the pod's preferred terms; taint toleration prefers nodes with
+fewer intolerable ``PreferNoSchedule`` taints. All are computed for the candidate rows at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.api.resource import CPU, MEMORY
+from scheduler.api.task import TaskInfo
+from scheduler.framework.arguments import arg
+from scheduler.framework.hooks import FloatArray, IntArray
+from scheduler.framework.nodematch import match_term
+from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.plugin import PluginBase
+
+__all__ = ["NodeOrder"]
+
+MAX_SCORE = 100.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOrderArgs:
+    least_requested: int = arg("leastrequested.weight", 1)
+    most_requested: int = arg("mostrequested.weight", 0)
+    balanced_resource: int = arg("balancedresource.weight", 1)
+    node_affinity: int = arg("nodeaffinity.weight", 2)
+    pod_affinity: int = arg("podaffinity.weight", 2)
+    taint_toleration: int = arg("tainttoleration.weight", 3)
+    image_locality: int = arg("imagelocality.weight", 1)
+    pod_topology_spread: int = arg("podtopologyspread.weight", 2)
+
+
+def _fractions(task: TaskInfo, table: NodeTable, rows: IntArray,
+               names: list[str]) -> tuple[FloatArray, FloatArray]:
+    """Requested-after-placement and allocatable for ``names`` on ``rows``."""
+    cols = [table.dim_index[n] for n in names if n in table.dim_index]
+    request = table.vector(task.resreq)[cols]
+    requested = table.used[np.ix_(rows, cols)] + request
+    allocatable = table.allocatable[np.ix_(rows, cols)]
+    return requested, allocatable
+
+
+def _normalise(raw: FloatArray, *, reverse: bool = False) -> FloatArray:
+    top = raw.max() if len(raw) else 0.0
+    if top <= 0:
+        return np.full(len(raw), MAX_SCORE if reverse else 0.0)
+    scaled = np.floor(raw * MAX_SCORE / top)
+    return MAX_SCORE - scaled if reverse else scaled
+
+
+class NodeOrder(PluginBase[NodeOrderArgs]):
+    NAME = "nodeorder"
+    Args = NodeOrderArgs
+
+    def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
+        args = self.args
+        total = np.zeros(len(candidates))
+        if args.least_requested or args.most_requested:
+            requested, allocatable = _fractions(task, table, candidates, [CPU, MEMORY])
+            safe = np.where(allocatable > 0, allocatable, 1.0)
+            if args.least_requested:
+                per = np.where((allocatable > 0) & (requested <= allocatable),
+                               np.floor((allocatable - requested) * MAX_SCORE / safe), 0.0)
+                total += np.floor(per.mean(axis=1)) * args.least_requested
+            if args.most_requested:
+                per = np.where(allocatable > 0,
+                               np.floor(np.minimum(requested, allocatable) * MAX_SCORE / safe), 0.0)
+                total += np.floor(per.mean(axis=1)) * args.most_requested
+        if args.balanced_resource:
+            names = [CPU, MEMORY] + [n for n in ("nvidia.com/gpu",) if task.resreq.get(n) > 0]
+            requested, allocatable = _fractions(task, table, candidates, names)
+            safe = np.where(allocatable > 0, allocatable, 1.0)
+            fraction = np.where(allocatable > 0, np.minimum(requested / safe, 1.0), 0.0)
+            std = fraction.std(axis=1)
+            total += np.floor((1.0 - std) * MAX_SCORE) * args.balanced_resource
+        if args.node_affinity and task.spec.preferred_terms:
+            raw = np.zeros(len(candidates))
+            for preferred in task.spec.preferred_terms:
+                raw += match_term(table, preferred.term)[candidates] * preferred.weight
+            total += _normalise(raw) * args.node_affinity
+        if args.taint_toleration:
+            total += self._taint_scores(task, table, candidates) * args.taint_toleration
+        return total
+
+    def _taint_scores(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
+        group_ids, groups = table.taint_groups()
+        tolerations = [t for t in task.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
+        per_group = np.array([
+            sum(1 for taint in taints if taint.effect == "PreferNoSchedule"
+                and not any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations))
+            for taints in groups
+        ], dtype=float)
+        return _normalise(per_group[group_ids[candidates]], reverse=True)

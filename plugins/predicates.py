@@ -1,0 +1,136 @@
+"""predicates: the node filters of kube-scheduler that batch pods need, vectorised.
+
+Checks, in order, each with kube-scheduler's reason text: pod count, ``spec.unschedulable``,
+node selector and required node affinity, host ports, and NoSchedule/NoExecute taints. The
+static ones (unschedulable, affinity, taints) depend only on node labels and taints, so their
+masks are computed once per session per pod signature and shared by every similar pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.api.resource import PODS
+from scheduler.api.task import TaskInfo
+from scheduler.framework.arguments import arg
+from scheduler.framework.hooks import BoolArray
+from scheduler.framework.nodematch import affinity_mask, untolerated_taint_reason
+from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.plugin import PluginBase
+
+__all__ = [
+    "REASON_AFFINITY",
+    "REASON_PODS",
+    "REASON_PORTS",
+    "REASON_UNSCHEDULABLE",
+    "Predicates",
+]
+
+REASON_PODS = "node(s) pod number exceeded"
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
+_UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+@dataclass(frozen=True, slots=True)
+class PredicatesArgs:
+    node_affinity: bool = arg("predicate.NodeAffinityEnable", True)
+    node_ports: bool = arg("predicate.NodePortsEnable", True)
+    taint_toleration: bool = arg("predicate.TaintTolerationEnable", True)
+    pod_affinity: bool = arg("predicate.PodAffinityEnable", True)
+    node_volume_limits: bool = arg("predicate.NodeVolumeLimitsEnable", True)
+    volume_zone: bool = arg("predicate.VolumeZoneEnable", True)
+    pod_topology_spread: bool = arg("predicate.PodTopologySpreadEnable", True)
+    volume_binding: bool = arg("predicate.VolumeBindingEnable", True)
+    cache: bool = arg("predicate.CacheEnable", False)
+    gpu_sharing: bool = arg("predicate.GPUSharingEnable", False)
+    gpu_number: bool = arg("predicate.GPUNumberEnable", False)
+    node_lock: bool = arg("predicate.NodeLockEnable", False)
+    vgpu: bool = arg("predicate.VGPUEnable", False)
+
+
+@dataclass(slots=True)
+class _Static:
+    unschedulable: BoolArray
+    affinity: BoolArray
+    taint_ok: BoolArray
+    taint_reasons: list[tuple[BoolArray, str]]
+    combined: BoolArray
+
+
+class Predicates(PluginBase[PredicatesArgs]):
+    NAME = "predicates"
+    Args = PredicatesArgs
+
+    def __init__(self, args: PredicatesArgs) -> None:
+        super().__init__(args)
+        self._static: dict[tuple[object, ...], _Static] = {}
+
+    def _static_masks(self, task: TaskInfo, table: NodeTable) -> _Static:
+        key = task.spec.signature
+        cached = self._static.get(key)
+        if cached is not None:
+            return cached
+        spec = task.spec
+        tolerates_unschedulable = any(
+            t.tolerates(_UNSCHEDULABLE_TAINT, "", "NoSchedule") for t in spec.tolerations)
+        unschedulable = (np.zeros(len(table), dtype=bool) if tolerates_unschedulable
+                         else table.unschedulable.copy())
+        ones = np.ones(len(table), dtype=bool)
+        affinity = affinity_mask(table, spec) if self.args.node_affinity else ones
+        taint_ok = ones.copy()
+        taint_reasons: list[tuple[BoolArray, str]] = []
+        if self.args.taint_toleration:
+            group_ids, groups = table.taint_groups()
+            by_reason: dict[str, list[int]] = {}
+            for gid, taints in enumerate(groups):
+                reason = untolerated_taint_reason(spec, taints)
+                if reason is not None:
+                    by_reason.setdefault(reason, []).append(gid)
+            for reason, gids in by_reason.items():
+                failed = np.isin(group_ids, gids)
+                taint_reasons.append((failed, reason))
+                taint_ok &= ~failed
+        cached = _Static(unschedulable, affinity, taint_ok, taint_reasons,
+                         ~unschedulable & affinity & taint_ok)
+        self._static[key] = cached
+        return cached
+
+    def _pods_ok(self, table: NodeTable) -> BoolArray:
+        return table.pod_count < table.allocatable[:, table.dim_index[PODS]]
+
+    def _ports_ok(self, task: TaskInfo, table: NodeTable) -> BoolArray:
+        mask = np.ones(len(table), dtype=bool)
+        if not self.args.node_ports or not task.spec.host_ports:
+            return mask
+        for i, node in enumerate(table.nodes):
+            if not node.host_ports:
+                continue
+            for want in task.spec.host_ports:
+                if any(have.port == want.port and have.protocol == want.protocol
+                       and (have.ip == want.ip or "0.0.0.0" in (have.ip, want.ip))
+                       for have in node.host_ports):
+                    mask[i] = False
+                    break
+        return mask
+
+    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
+        mask = self._static_masks(task, table).combined & self._pods_ok(table)
+        if task.spec.host_ports:
+            mask &= self._ports_ok(task, table)
+        return mask
+
+    def predicate_reasons(self, task: TaskInfo, table: NodeTable,
+                          alive: BoolArray) -> list[tuple[BoolArray, str]]:
+        static = self._static_masks(task, table)
+        out: list[tuple[BoolArray, str]] = [
+            (~self._pods_ok(table), REASON_PODS),
+            (static.unschedulable, REASON_UNSCHEDULABLE),
+            (~static.affinity, REASON_AFFINITY),
+            (~self._ports_ok(task, table), REASON_PORTS),
+        ]
+        out.extend(static.taint_reasons)
+        return out

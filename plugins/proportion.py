@@ -1,0 +1,182 @@
+"""proportion: weighted max-min fair share of the cluster between queues.
+
+Each queue's ``deserved`` share is computed once per session: the remaining cluster resources
+are handed out in proportion to queue weights, each queue capped by its capability and its own
+request and raised to its guarantee, until nothing changes. Queues with a lower share of their
+deserved go first; a queue may not allocate beyond its deserved share, and a job is admitted
+(enqueued) only while the queue's real capability holds its ``minResources``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.api.job import JobInfo
+from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_RUNNING
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import PODS, Default, Resource
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import ALLOCATED_STATUS, QueueID, TaskStatus, Vote
+from scheduler.framework.plugin import NoArgs, PluginBase
+from scheduler.framework.session import Session
+
+__all__ = ["Proportion", "QueueAttr", "compute_deserved"]
+
+
+@dataclass(slots=True)
+class QueueAttr:
+    queue: QueueInfo
+    weight: int
+    allocated: Resource = field(default_factory=Resource)
+    request: Resource = field(default_factory=Resource)
+    inqueue: Resource = field(default_factory=Resource)
+    elastic: Resource = field(default_factory=Resource)
+    deserved: Resource = field(default_factory=Resource)
+    real_capability: Resource = field(default_factory=Resource)
+    guarantee: Resource = field(default_factory=Resource)
+    share: float = 0.0
+
+    def update_share(self) -> None:
+        share = 0.0
+        for name in self.deserved.names():
+            deserved, allocated = self.deserved.get(name), self.allocated.get(name)
+            ratio = (1.0 if allocated > 0 else 0.0) if deserved <= 0 else allocated / deserved
+            share = max(share, ratio)
+        self.share = share
+
+
+def _dims(request: Resource) -> list[str]:
+    return [n for n in request.names() if n != PODS and request.get(n) >= 0.1]
+
+
+def compute_deserved(attrs: list[QueueAttr], total: Resource) -> None:
+    """Fill ``deserved`` of every attr (Volcano's iterative weighted water-filling)."""
+    remaining = total.clone()
+    met: set[QueueID] = set()
+    while True:
+        total_weight = sum(a.weight for a in attrs if a.queue.uid not in met)
+        if total_weight == 0:
+            return
+        before = remaining.clone()
+        increased, decreased = Resource(), Resource()
+        for attr in attrs:
+            if attr.queue.uid in met:
+                continue
+            old = attr.deserved.clone()
+            attr.deserved.add(remaining.clone().multi(attr.weight / total_weight))
+            attr.deserved.min_dimension(attr.real_capability, Default.INFINITY)
+            attr.deserved.min_dimension(attr.request, Default.ZERO)
+            attr.deserved.set_max(attr.guarantee)
+            if attr.request.less_equal(attr.deserved) or attr.deserved.equal(old):
+                met.add(attr.queue.uid)
+            increased.add(attr.deserved.exceeded_part(old))
+            decreased.add(old.exceeded_part(attr.deserved))
+        remaining.sub(increased).add(decreased)
+        if remaining.is_empty() or remaining.equal(before):
+            return
+
+
+class Proportion(PluginBase[NoArgs]):
+    NAME = "proportion"
+
+    def on_session_open(self, session: Session) -> None:
+        super().on_session_open(session)
+        total = session.total_resource.without(PODS)
+        self.attrs: dict[QueueID, QueueAttr] = {}
+        guarantees = Resource()
+        for queue in session.queues.values():
+            if queue.guarantee is not None:
+                guarantees.add(queue.guarantee)
+        for job in session.jobs.values():
+            queue = session.queues.get(job.queue)
+            if queue is None:
+                continue
+            attr = self.attrs.get(queue.uid)
+            if attr is None:
+                attr = self._new_attr(queue, total, guarantees)
+                self.attrs[queue.uid] = attr
+            for task in job.tasks.values():
+                if task.status & ALLOCATED_STATUS:
+                    attr.allocated.add(task.resreq.without(PODS))
+                    attr.request.add(task.resreq.without(PODS))
+                elif task.status is TaskStatus.PENDING:
+                    attr.request.add(task.resreq.without(PODS))
+            minimum = job.podgroup.min_resources
+            if minimum is not None:
+                if job.podgroup.phase == PHASE_INQUEUE:
+                    attr.inqueue.add(minimum)
+                elif (job.podgroup.phase == PHASE_RUNNING
+                      and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member):
+                    attr.inqueue.add(minimum.exceeded_part(job.allocated))
+                attr.elastic.add(job.allocated.without(PODS).exceeded_part(minimum))
+        compute_deserved(list(self.attrs.values()), total)
+        for attr in self.attrs.values():
+            attr.update_share()
+
+    @staticmethod
+    def _new_attr(queue: QueueInfo, total: Resource, guarantees: Resource) -> QueueAttr:
+        guarantee = queue.guarantee.clone() if queue.guarantee is not None else Resource()
+        real = total.clone().sub(guarantees).add(guarantee)
+        if queue.capability is not None:
+            real.min_dimension(queue.capability, Default.INFINITY)
+        return QueueAttr(queue=queue, weight=queue.weight, guarantee=guarantee, real_capability=real)
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        if left.priority != right.priority:
+            return -1 if left.priority > right.priority else 1
+        ls = self.attrs[left.uid].share if left.uid in self.attrs else 0.0
+        rs = self.attrs[right.uid].share if right.uid in self.attrs else 0.0
+        return 0 if ls == rs else (-1 if ls < rs else 1)
+
+    def overused(self, queue: QueueInfo) -> bool:
+        attr = self.attrs.get(queue.uid)
+        if attr is None:
+            return False
+        return attr.deserved.less_equal_with_dimension(attr.allocated, _dims(attr.deserved))
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        if not queue.is_open:
+            return False
+        attr = self.attrs.get(queue.uid)
+        if attr is None:
+            return True
+        future = attr.allocated.clone().add(task.resreq)
+        return future.less_equal_with_dimension(attr.deserved, _dims(task.resreq))
+
+    def job_enqueueable(self, job: JobInfo) -> Vote:
+        queue = self.ssn.queues.get(job.queue)
+        if queue is None or not queue.is_open:
+            return Vote.REJECT
+        minimum = job.podgroup.min_resources
+        attr = self.attrs.get(job.queue)
+        if minimum is None or attr is None:
+            return Vote.PERMIT
+        needed = minimum.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
+        if needed.less_equal_with_dimension(attr.real_capability, _dims(minimum)):
+            return Vote.PERMIT
+        job.enqueue_message = (f"queue resource quota insufficient: queue {queue.name} "
+                               f"cannot admit minResources <{minimum}>")
+        return Vote.REJECT
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None and job.podgroup.min_resources is not None:
+            attr.inqueue.add(job.podgroup.min_resources)
+
+    def _move(self, task: TaskInfo, sign: int) -> None:
+        job = self.ssn.jobs.get(task.job)
+        attr = self.attrs.get(job.queue) if job is not None else None
+        if attr is None:
+            return
+        request = task.resreq.without(PODS)
+        if sign > 0:
+            attr.allocated.add(request)
+        else:
+            attr.allocated.sub(request)
+        attr.update_share()
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        self._move(task, +1)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self._move(task, -1)

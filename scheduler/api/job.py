@@ -1,0 +1,166 @@
+"""JobInfo: a PodGroup and its tasks, with Volcano's gang counters.
+
+``task_status_index`` is kept current on every status change so readiness checks never scan
+all tasks; ``allocated`` tracks the sum of requests of tasks in allocated statuses.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from scheduler.api.podgroup import PHASE_PENDING, PodGroup
+from scheduler.api.resource import Resource
+from scheduler.api.status import FitErrors
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import (
+    ALLOCATED_STATUS,
+    READY_STATUS,
+    JobID,
+    QueueID,
+    TaskID,
+    TaskStatus,
+)
+
+__all__ = ["JobInfo"]
+
+_VALID_STATUS = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
+
+
+@dataclass(slots=True)
+class JobInfo:
+    uid: JobID
+    name: str
+    namespace: str
+    podgroup: PodGroup
+    queue: QueueID
+    priority: int = 0
+    min_available: int = 1
+    tasks: dict[TaskID, TaskInfo] = field(default_factory=dict)
+    task_status_index: dict[TaskStatus, dict[TaskID, TaskInfo]] = field(default_factory=dict)
+    allocated: Resource = field(default_factory=Resource)
+    total_request: Resource = field(default_factory=Resource)
+    nodes_fit_errors: dict[TaskID, FitErrors] = field(default_factory=dict)
+    job_fit_error: str = ""
+    enqueue_message: str = ""
+    """Why enqueue turned the job away this cycle (written as a PodGroup event)."""
+    preemptable: bool = False
+
+    @property
+    def creation(self) -> float:
+        return self.podgroup.creation
+
+    @property
+    def min_task_member(self) -> dict[str, int]:
+        return self.podgroup.min_task_member
+
+    # -- task index -----------------------------------------------------------------------
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        self.task_status_index.setdefault(task.status, {})[task.uid] = task
+        self.total_request.add(task.resreq)
+        if task.status & ALLOCATED_STATUS:
+            self.allocated.add(task.resreq)
+
+    def delete_task(self, task: TaskInfo) -> None:
+        existing = self.tasks.pop(task.uid, None)
+        if existing is None:
+            return
+        self.task_status_index.get(existing.status, {}).pop(existing.uid, None)
+        self.total_request.sub(existing.resreq)
+        if existing.status & ALLOCATED_STATUS:
+            self.allocated.sub(existing.resreq)
+
+    def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Move ``task`` (the job's own object) to ``status``, keeping counters in step."""
+        old = task.status
+        if old is status:
+            return
+        self.task_status_index.get(old, {}).pop(task.uid, None)
+        was_allocated = bool(old & ALLOCATED_STATUS)
+        now_allocated = bool(status & ALLOCATED_STATUS)
+        if was_allocated and not now_allocated:
+            self.allocated.sub(task.resreq)
+        elif now_allocated and not was_allocated:
+            self.allocated.add(task.resreq)
+        task.status = status
+        self.task_status_index.setdefault(status, {})[task.uid] = task
+
+    def tasks_in(self, status: TaskStatus) -> list[TaskInfo]:
+        out: list[TaskInfo] = []
+        for flag, tasks in self.task_status_index.items():
+            if flag & status:
+                out.extend(tasks.values())
+        return out
+
+    def count(self, status: TaskStatus) -> int:
+        return sum(len(tasks) for flag, tasks in self.task_status_index.items() if flag & status)
+
+    # -- gang counters --------------------------------------------------------------------
+    def ready_task_num(self) -> int:
+        return self.count(READY_STATUS)
+
+    def waiting_task_num(self) -> int:
+        return self.count(TaskStatus.PIPELINED)
+
+    def valid_task_num(self) -> int:
+        return self.count(_VALID_STATUS)
+
+    def pending_best_effort_num(self) -> int:
+        return sum(1 for t in self.task_status_index.get(TaskStatus.PENDING, {}).values()
+                   if t.best_effort)
+
+    def is_ready(self) -> bool:
+        return self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
+
+    def is_pipelined(self) -> bool:
+        return (self.waiting_task_num() + self.ready_task_num() + self.pending_best_effort_num()
+                >= self.min_available)
+
+    def is_starving(self) -> bool:
+        return self.waiting_task_num() + self.ready_task_num() < self.min_available
+
+    def is_pending(self) -> bool:
+        return self.podgroup.phase in (PHASE_PENDING, "")
+
+    def role_counts(self, status: TaskStatus) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for task in self.tasks_in(status):
+            counts[task.role] += 1
+        return counts
+
+    # -- messages -------------------------------------------------------------------------
+    def fit_error(self) -> str:
+        """Volcano's job-level summary, e.g.
+        ``pod group is not ready, 2 Pending, 3 minAvailable; Pending: 2 Unschedulable``."""
+        by_status: Counter[str] = Counter()
+        for status, tasks in self.task_status_index.items():
+            if tasks:
+                by_status[str(status)] += len(tasks)
+        head = "pod group is ready" if self.is_ready() else "pod group is not ready"
+        parts = [f"{count} {status}" for status, count in sorted(by_status.items())]
+        parts.append(f"{self.min_available} minAvailable")
+        message = f"{head}, {', '.join(parts)}"
+        pending = self.task_status_index.get(TaskStatus.PENDING, {})
+        reasons: Counter[str] = Counter()
+        for task in pending.values():
+            reasons["Schedulable" if task.uid not in self.nodes_fit_errors and task.last_node
+                    else "Unschedulable"] += 1
+        if reasons:
+            message += "; Pending: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+        origin = next(((tid, fe) for tid, fe in self.nodes_fit_errors.items()), None)
+        if origin is not None:
+            task = self.tasks.get(origin[0])
+            if task is not None:
+                message += f". Origin reason is {task.name}: {origin[1]}"
+        return message
+
+    def clone(self) -> JobInfo:
+        copy = JobInfo(
+            uid=self.uid, name=self.name, namespace=self.namespace,
+            podgroup=self.podgroup.clone(), queue=self.queue, priority=self.priority,
+            min_available=self.min_available, preemptable=self.preemptable,
+        )
+        for task in self.tasks.values():
+            copy.add_task(task.clone())
+        return copy

@@ -1,0 +1,169 @@
+"""TaskInfo: one pod as the scheduler sees it.
+
+A task is built once per pod version (:func:`task_from_pod`) and cloned cheaply for each
+session snapshot: the parsed spec, requests and raw pod are shared, only mutable scheduling
+state (status, node, binding annotations) is copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from scheduler.api.errors import ObjectError
+from scheduler.api.pod import PodSpecInfo, parse_pod_spec, pod_requests
+from scheduler.api.resource import Resource
+from scheduler.api.types import JobID, TaskID, TaskStatus
+
+__all__ = [
+    "GROUP_NAME_ANNOTATION",
+    "TASK_PRIORITY_ANNOTATION",
+    "TASK_SPEC_KEY",
+    "TaskInfo",
+    "parse_time",
+    "pod_key",
+    "task_from_pod",
+    "task_status_of",
+]
+
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_GROUP_NAME_ANNOTATION = "scheduling.volcano.sh/group-name"
+TASK_SPEC_KEY = "volcano.sh/task-spec"
+TASK_PRIORITY_ANNOTATION = "volcano.sh/task-priority"
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+
+
+@dataclass(slots=True)
+class TaskInfo:
+    uid: TaskID
+    name: str
+    namespace: str
+    job: JobID
+    resreq: Resource
+    init_resreq: Resource
+    status: TaskStatus = TaskStatus.PENDING
+    node_name: str = ""
+    role: str = ""
+    priority: int = 1
+    preemptable: bool = True
+    best_effort: bool = False
+    creation: float = 0.0
+    scheduler_name: str = ""
+    nominated_node: str = ""
+    sched_gated: bool = False
+    spec: PodSpecInfo = field(default_factory=PodSpecInfo)
+    pod: Mapping[str, Any] = field(default_factory=dict)
+    """The pod object this task was built from (read-only)."""
+    bind_annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations to send inside the Binding (device choices)."""
+    last_node: str = ""
+    """Node of the last in-session placement attempt, for close-time messages."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return (self.pod.get("metadata") or {}).get("annotations") or {}
+
+    def clone(self) -> TaskInfo:
+        return TaskInfo(
+            self.uid, self.name, self.namespace, self.job, self.resreq, self.init_resreq,
+            self.status, self.node_name, self.role, self.priority, self.preemptable,
+            self.best_effort, self.creation, self.scheduler_name, self.nominated_node,
+            self.sched_gated, self.spec, self.pod, dict(self.bind_annotations), self.last_node,
+        )
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+
+def parse_time(value: object) -> float:
+    """An RFC 3339 timestamp as epoch seconds (0 when absent or unparsable)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def task_status_of(pod: Mapping[str, Any]) -> TaskStatus:
+    """Volcano's mapping from pod phase (and deletion, node) to task status."""
+    meta = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    deleting = bool(meta.get("deletionTimestamp"))
+    if phase == "Running":
+        return TaskStatus.RELEASING if deleting else TaskStatus.RUNNING
+    if phase == "Pending":
+        if deleting:
+            return TaskStatus.RELEASING
+        return TaskStatus.BOUND if (pod.get("spec") or {}).get("nodeName") else TaskStatus.PENDING
+    if phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if phase == "Failed":
+        return TaskStatus.FAILED
+    return TaskStatus.UNKNOWN
+
+
+def _group_of(meta: Mapping[str, Any]) -> str:
+    annotations = meta.get("annotations") or {}
+    return str(annotations.get(GROUP_NAME_ANNOTATION) or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION) or "")
+
+
+def _flag(value: object, default: bool) -> bool:
+    if value is None:
+        return default
+    return str(value).lower() == "true"
+
+
+def task_from_pod(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset()) -> TaskInfo:
+    """Build a task from a pod object; raises :class:`ObjectError` naming the broken field."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    name = str(meta.get("name") or "")
+    namespace = str(meta.get("namespace") or "default")
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    if not isinstance(annotations, Mapping):
+        raise ObjectError(kind="Pod", name=name, namespace=namespace, field="metadata.annotations",
+                          problem="must be a map of strings")
+    resreq, init_resreq = pod_requests(pod, ignored=ignored)
+    group = _group_of(meta)
+    priority = spec.get("priority")
+    if priority is None or isinstance(priority, bool) or not isinstance(priority, int):
+        priority = 1
+    override = annotations.get(TASK_PRIORITY_ANNOTATION)
+    if override is not None:
+        try:
+            priority = int(override)
+        except (TypeError, ValueError):
+            raise ObjectError(kind="Pod", name=name, namespace=namespace,
+                              field=f"metadata.annotations[{TASK_PRIORITY_ANNOTATION}]",
+                              problem=f"must be an integer, got {override!r}") from None
+    gates = spec.get("schedulingGates") or []
+    return TaskInfo(
+        uid=TaskID(str(meta.get("uid") or f"{namespace}/{name}")),
+        name=name,
+        namespace=namespace,
+        job=JobID(f"{namespace}/{group}" if group else ""),
+        resreq=resreq,
+        init_resreq=init_resreq,
+        status=task_status_of(pod),
+        node_name=str(spec.get("nodeName") or ""),
+        role=str(annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""),
+        priority=priority,
+        preemptable=_flag(annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY)), True),
+        best_effort=init_resreq.is_empty(),
+        creation=parse_time(meta.get("creationTimestamp")),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        nominated_node=str((pod.get("status") or {}).get("nominatedNodeName") or ""),
+        sched_gated=bool(gates),
+        spec=parse_pod_spec(pod),
+        pod=pod,
+    )

@@ -1,0 +1,349 @@
+"""SchedulerCache: the long-lived mirror of cluster state, and the bind/evict queue.
+
+Cluster adapters feed raw objects through :meth:`SchedulerCache.apply`; every object is
+converted once into the scheduler's dataclasses. :meth:`snapshot` hands each session a private
+copy. Decisions come back through the :class:`~scheduler.framework.interface.SessionSink`
+methods, are applied to the cache at once (a bound task holds its node's resources from that
+moment) and written to the cluster by :meth:`flush`. A bind the cluster refuses is rolled back
+and the pod is rebuilt from its last known object, so it is retried next cycle.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from scheduler.api.errors import ObjectError
+from scheduler.api.job import JobInfo
+from scheduler.api.node import NodeInfo, node_from_object
+from scheduler.api.podgroup import PodGroup, podgroup_from_object
+from scheduler.api.queue import QueueInfo, queue_from_object
+from scheduler.api.resource import Resource
+from scheduler.api.task import TaskInfo, task_from_pod
+from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
+from scheduler.cache.interface import ClusterWriter, ObjectRef, WriteError
+from scheduler.cache.status import StatusRecorder
+from scheduler.framework.close import rfc3339
+from scheduler.framework.snapshot import Snapshot
+
+__all__ = ["NodeDevicesBuilder", "SchedulerCache"]
+
+log = structlog.get_logger("lahar.cache")
+
+NodeDevicesBuilder = Callable[[NodeInfo], dict[str, Any]]
+"""Builds ``NodeInfo.others`` (device family → device object) for a freshly built node."""
+
+
+class SchedulerCache:
+    def __init__(
+        self,
+        *,
+        writer: ClusterWriter,
+        scheduler_names: Sequence[str] = ("volcano",),
+        default_queue: str = "default",
+        clock: Callable[[], float],
+        node_selector: Mapping[str, str] | None = None,
+        ignored_resources: Iterable[str] = (),
+        node_devices: NodeDevicesBuilder | None = None,
+        device_dims: Iterable[str] = (),
+    ) -> None:
+        self.writer = writer
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        self.clock = clock
+        self.node_selector = dict(node_selector or {})
+        self.ignored = frozenset(ignored_resources)
+        self.node_devices = node_devices
+        self.device_dims = frozenset(device_dims)
+        self.lock = threading.RLock()
+        self.node_objects: dict[str, Mapping[str, Any]] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self.tasks: dict[TaskID, TaskInfo] = {}
+        self.pods: dict[str, Mapping[str, Any]] = {}
+        self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
+        self.podgroups: dict[JobID, PodGroup] = {}
+        self.queues: dict[QueueID, QueueInfo] = {}
+        self.priority_classes: dict[str, tuple[int, bool]] = {}
+        self.broken: dict[str, str] = {}
+        """``Kind ns/name`` → the problem, for objects that could not be converted."""
+        self._writes: deque[Callable[[], None]] = deque()
+        self.status = StatusRecorder(writer=writer, enqueue=self._writes.append, clock=clock,
+                                     now_text=lambda: rfc3339(self.clock()))
+
+    # -- events from the cluster ----------------------------------------------------------
+    def apply(self, event: str, kind: str, obj: Mapping[str, Any]) -> None:
+        """Take one watch event (``ADDED``/``MODIFIED``/``DELETED``) for a raw object."""
+        handler = {"Node": self._node, "Pod": self._pod, "PodGroup": self._podgroup,
+                   "Queue": self._queue, "PriorityClass": self._priority_class}.get(kind)
+        if handler is None:
+            return
+        with self.lock:
+            try:
+                handler(event == "DELETED", obj)
+            except ObjectError as exc:
+                self._report_broken(kind, obj, str(exc))
+
+    def _report_broken(self, kind: str, obj: Mapping[str, Any], problem: str) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}".replace(" /", " ")
+        if self.broken.get(key) == problem:
+            return
+        self.broken[key] = problem
+        log.warning("object ignored", object=key, error=problem)
+        ref = ObjectRef(kind=kind, name=str(meta.get("name", "")),
+                        namespace=str(meta.get("namespace", "")), uid=str(meta.get("uid", "")))
+        self._writes.append(lambda: self.writer.record_event(
+            involved=ref, type="Warning", reason="FailedScheduling" if kind == "Pod" else "Invalid",
+            message=problem))
+
+    def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if deleted:
+            self.node_objects.pop(name, None)
+            self.nodes.pop(name, None)
+            return
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in self.node_selector.items()):
+            return
+        node = node_from_object(obj, ignored=self.ignored)
+        if self.node_devices is not None:
+            node.others = self.node_devices(node)
+        self.node_objects[name] = obj
+        for task in self.tasks_by_node.get(name, {}).values():
+            node.add_task(task)
+        self.nodes[name] = node
+
+    def _pod(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        old = self._task_by_key(key)
+        if old is not None:
+            self._remove_task(old)
+        if deleted:
+            self.pods.pop(key, None)
+            self.status.forget_pod(key)
+            return
+        spec = obj.get("spec") or {}
+        if spec.get("schedulerName") not in self.scheduler_names and not spec.get("nodeName"):
+            return
+        self.pods[key] = obj
+        task = task_from_pod(obj, ignored=self.ignored)
+        self.broken.pop(f"Pod {key}", None)
+        self.status.seen_pod(key, obj)
+        self._add_task(task)
+
+    def _task_by_key(self, key: str) -> TaskInfo | None:
+        pod = self.pods.get(key)
+        if pod is None:
+            return None
+        uid = (pod.get("metadata") or {}).get("uid") or key
+        return self.tasks.get(TaskID(str(uid)))
+
+    def _add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        if task.node_name and not task.status & COMPLETED_STATUS:
+            self.tasks_by_node.setdefault(task.node_name, {})[task.uid] = task
+            node = self.nodes.get(task.node_name)
+            if node is not None:
+                node.add_task(task)
+
+    def _remove_task(self, task: TaskInfo) -> None:
+        self.tasks.pop(task.uid, None)
+        if task.node_name:
+            self.tasks_by_node.get(task.node_name, {}).pop(task.uid, None)
+            node = self.nodes.get(task.node_name)
+            if node is not None:
+                node.remove_task(task)
+
+    def _podgroup(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        podgroup = podgroup_from_object(obj, default_queue=self.default_queue)
+        uid = JobID(f"{podgroup.namespace}/{podgroup.name}")
+        if deleted:
+            self.podgroups.pop(uid, None)
+            return
+        self.podgroups[uid] = podgroup
+        self.status.seen_podgroup(uid, obj.get("status") or {})
+
+    def _queue(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        queue = queue_from_object(obj)
+        if deleted:
+            self.queues.pop(queue.uid, None)
+            return
+        self.queues[queue.uid] = queue
+        self.status.seen_queue(queue.name, queue.allocated_status)
+
+    def _priority_class(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if deleted:
+            self.priority_classes.pop(name, None)
+            return
+        value = obj.get("value", 0)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ObjectError(kind="PriorityClass", name=name, field="value",
+                              problem=f"must be an integer, got {value!r}")
+        self.priority_classes[name] = (value, bool(obj.get("globalDefault")))
+
+    # -- snapshot -------------------------------------------------------------------------
+    def job_priority(self, podgroup: PodGroup) -> int:
+        if podgroup.priority_class_name in self.priority_classes:
+            return self.priority_classes[podgroup.priority_class_name][0]
+        for value, global_default in self.priority_classes.values():
+            if global_default:
+                return value
+        return 0
+
+    def snapshot(self) -> Snapshot:
+        """A private copy of nodes, jobs (with a PodGroup and an existing queue) and queues."""
+        with self.lock:
+            clones = {uid: task.clone() for uid, task in self.tasks.items()}
+            nodes = [node.clone(clones) for node in self.nodes.values()]
+            jobs: dict[JobID, JobInfo] = {}
+            for uid, podgroup in self.podgroups.items():
+                if QueueID(podgroup.queue) not in self.queues:
+                    continue
+                jobs[uid] = JobInfo(
+                    uid=uid, name=podgroup.name, namespace=podgroup.namespace,
+                    podgroup=podgroup.clone(), queue=QueueID(podgroup.queue),
+                    priority=self.job_priority(podgroup), min_available=podgroup.min_member,
+                    preemptable=str(podgroup.annotations.get("volcano.sh/preemptable")).lower() == "true",
+                )
+            for task in clones.values():
+                job = jobs.get(task.job)
+                if job is not None:
+                    job.add_task(task)
+            queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
+            return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
+
+    # -- SessionSink ----------------------------------------------------------------------
+    def bind(self, tasks: Sequence[TaskInfo]) -> None:
+        with self.lock:
+            for decided in tasks:
+                task = self.tasks.get(decided.uid)
+                if task is None:
+                    continue
+                self._remove_task(task)
+                task.status = TaskStatus.BINDING
+                task.node_name = decided.node_name
+                task.bind_annotations = dict(decided.bind_annotations)
+                self._add_task(task)
+                self._writes.append(lambda t=task: self._write_bind(t))
+
+    def _write_bind(self, task: TaskInfo) -> None:
+        try:
+            self.writer.bind(namespace=task.namespace, name=task.name, uid=str(task.uid),
+                             node=task.node_name, annotations=task.bind_annotations)
+        except WriteError as exc:
+            if exc.status == 409:
+                log.info("pod already bound", pod=task.key)
+                return
+            self._bind_failed(task, exc)
+
+    def _bind_failed(self, task: TaskInfo, exc: Exception) -> None:
+        log.warning("bind failed", pod=task.key, node=task.node_name, error=str(exc))
+        message = f"failed to bind to node {task.node_name}: {exc}"
+        with self.lock:
+            current = self.tasks.get(task.uid)
+            if current is task:
+                self._remove_task(task)
+                pod = self.pods.get(task.key)
+                if pod is not None:
+                    self._add_task(task_from_pod(pod, ignored=self.ignored))
+        ref = ObjectRef(kind="Pod", name=task.name, namespace=task.namespace, uid=str(task.uid))
+        condition = {"type": "PodScheduled", "status": "False", "reason": "SchedulerError",
+                     "message": message, "lastTransitionTime": rfc3339(self.clock())}
+        self.status.pod_conditions[task.key] = ("SchedulerError", message)
+        try:
+            self.writer.update_pod_condition(namespace=task.namespace, name=task.name,
+                                             condition=condition)
+            self.writer.record_event(involved=ref, type="Warning", reason="FailedScheduling",
+                                     message=message)
+        except WriteError as write_exc:
+            log.warning("could not report bind failure", pod=task.key, error=str(write_exc))
+
+    def evict(self, task: TaskInfo, reason: str) -> None:
+        with self.lock:
+            cached = self.tasks.get(task.uid)
+            if cached is None:
+                return
+            self._remove_task(cached)
+            cached.status = TaskStatus.RELEASING
+            self._add_task(cached)
+        message = f"Pod is evicted, because of {reason}"
+
+        def write() -> None:
+            try:
+                self.writer.evict(namespace=task.namespace, name=task.name, uid=str(task.uid),
+                                  reason=reason, message=message)
+            except WriteError as exc:
+                log.warning("eviction failed", pod=task.key, error=str(exc))
+                with self.lock:
+                    pod = self.pods.get(task.key)
+                    if pod is not None:
+                        self._pod(False, pod)
+
+        self._writes.append(write)
+
+    def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
+        with self.lock:
+            cached = self.podgroups.get(job.uid)
+            if cached is not None:
+                cached.phase = job.podgroup.phase
+                cached.conditions = [dict(c) for c in job.podgroup.conditions]
+                cached.running, cached.succeeded = job.podgroup.running, job.podgroup.succeeded
+                cached.failed = job.podgroup.failed
+            self.status.update_podgroup(job, event)
+
+    def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
+        with self.lock:
+            self.status.update_task_condition(task, reason=reason, message=message)
+
+    def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None:
+        with self.lock:
+            self.status.update_queue_allocated(queue, allocated)
+
+    # -- writing --------------------------------------------------------------------------
+    def flush(self) -> int:
+        """Perform every queued write; returns how many were attempted."""
+        done = 0
+        while True:
+            with self.lock:
+                if not self._writes:
+                    return done
+                write = self._writes.popleft()
+            try:
+                write()
+            except WriteError as exc:
+                log.warning("write failed", error=str(exc), status=exc.status)
+            done += 1
+
+    @property
+    def pending_writes(self) -> int:
+        return len(self._writes)
+
+    def dump(self) -> dict[str, Any]:
+        """A JSON-able picture of the cache (for SIGUSR1)."""
+        with self.lock:
+            return {
+                "nodes": {name: {"idle": node.idle.to_quantities(include_pods=True),
+                                 "used": node.used.to_quantities(include_pods=True),
+                                 "tasks": sorted(t.key for t in node.tasks.values())}
+                          for name, node in self.nodes.items()},
+                "tasks": {t.key: {"status": str(t.status), "node": t.node_name, "job": t.job}
+                          for t in self.tasks.values()},
+                "podgroups": {uid: pg.status_dict() for uid, pg in self.podgroups.items()},
+                "queues": sorted(self.queues),
+                "broken": dict(self.broken),
+            }
+
+
+def _clone_queue(queue: QueueInfo) -> QueueInfo:
+    return QueueInfo(
+        uid=queue.uid, name=queue.name, weight=queue.weight, capability=queue.capability,
+        guarantee=queue.guarantee, deserved=queue.deserved, reclaimable=queue.reclaimable,
+        state=queue.state, priority=queue.priority, parent=queue.parent, creation=queue.creation,
+        annotations=queue.annotations, allocated_status=queue.allocated_status,
+    )

@@ -1,0 +1,102 @@
+"""Close-time writes, deduplicated: PodGroup status, pod conditions, events, queue status.
+
+Volcano re-derives these every cycle; writing them every cycle floods the API server
+(volcano#3852). This recorder remembers what was last written per object and queues a write
+only when the content changed (conditions compare without their timestamps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scheduler.api.job import JobInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import Resource
+from scheduler.api.task import TaskInfo
+from scheduler.cache.interface import ClusterWriter, ObjectRef
+
+__all__ = ["StatusRecorder", "condition_key"]
+
+Write = Callable[[], None]
+
+
+def condition_key(conditions: list[Mapping[str, Any]]) -> tuple[tuple[Any, ...], ...]:
+    return tuple(sorted((str(c.get("type")), str(c.get("status")), str(c.get("reason")),
+                         str(c.get("message"))) for c in conditions))
+
+
+def _status_key(status: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (status.get("phase"), condition_key(status.get("conditions") or []),
+            status.get("running", 0), status.get("succeeded", 0), status.get("failed", 0))
+
+
+class StatusRecorder:
+    def __init__(self, *, writer: ClusterWriter, enqueue: Callable[[Write], None],
+                 clock: Callable[[], float], now_text: Callable[[], str]) -> None:
+        self.writer = writer
+        self.enqueue = enqueue
+        self.clock = clock
+        self.now_text = now_text
+        self.podgroup_status: dict[str, tuple[Any, ...]] = {}
+        self.podgroup_events: dict[str, tuple[str, str]] = {}
+        self.pod_conditions: dict[str, tuple[str, str]] = {}
+        self.queue_allocated: dict[str, dict[str, str]] = {}
+
+    def seen_podgroup(self, key: str, status: Mapping[str, Any]) -> None:
+        self.podgroup_status[key] = _status_key(status)
+
+    def seen_pod(self, key: str, pod: Mapping[str, Any]) -> None:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                self.pod_conditions[key] = (str(condition.get("reason")), str(condition.get("message")))
+                return
+        self.pod_conditions.pop(key, None)
+
+    def seen_queue(self, name: str, allocated: Mapping[str, Any]) -> None:
+        self.queue_allocated[name] = {str(k): str(v) for k, v in allocated.items()}
+
+    # -- SessionSink parts ----------------------------------------------------------------
+    def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
+        podgroup = job.podgroup
+        key = f"{podgroup.namespace}/{podgroup.name}"
+        status = podgroup.status_dict()
+        digest = _status_key(status)
+        if self.podgroup_status.get(key) != digest:
+            self.podgroup_status[key] = digest
+            self.enqueue(lambda: self.writer.update_podgroup_status(
+                namespace=podgroup.namespace, name=podgroup.name, status=status))
+        if event is not None and self.podgroup_events.get(key) != (event[1], event[2]):
+            self.podgroup_events[key] = (event[1], event[2])
+            ref = ObjectRef(kind="PodGroup", name=podgroup.name, namespace=podgroup.namespace,
+                            uid=podgroup.uid, api_version="scheduling.volcano.sh/v1beta1")
+            self.enqueue(lambda: self.writer.record_event(
+                involved=ref, type=event[0], reason=event[1], message=event[2]))
+
+    def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
+        key = task.key
+        if self.pod_conditions.get(key) == (reason, message):
+            return
+        self.pod_conditions[key] = (reason, message)
+        condition = {"type": "PodScheduled", "status": "False", "reason": reason,
+                     "message": message, "lastTransitionTime": self.now_text()}
+        ref = ObjectRef(kind="Pod", name=task.name, namespace=task.namespace, uid=str(task.uid))
+
+        def write() -> None:
+            self.writer.update_pod_condition(namespace=task.namespace, name=task.name,
+                                             condition=condition)
+            self.writer.record_event(involved=ref, type="Warning", reason="FailedScheduling",
+                                     message=message)
+
+        self.enqueue(write)
+
+    def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None:
+        quantities = allocated.to_quantities()
+        if self.queue_allocated.get(queue.name) == quantities:
+            return
+        self.queue_allocated[queue.name] = quantities
+        self.enqueue(lambda: self.writer.update_queue_status(
+            name=queue.name, status={"allocated": quantities}))
+
+    def forget_pod(self, key: str) -> None:
+        self.pod_conditions.pop(key, None)

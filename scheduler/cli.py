@@ -1,0 +1,92 @@
+"""The ``lahar`` command line: ``simulate``, ``conf check`` and (with a cluster) ``run``.
+
+Exit codes: 0 success, 1 runtime failure, 2 bad input (manifests, conf, flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import structlog
+
+from scheduler.cluster.manifests import ManifestError, load_manifests
+from scheduler.conf import ConfError, load_conf
+from scheduler.report import render_list, render_table
+from scheduler.simulate import run_simulation
+
+__all__ = ["main"]
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    try:
+        conf = load_conf(args.conf)
+        manifests, warnings = load_manifests(args.files)
+    except (ConfError, ManifestError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    result = run_simulation(manifests, conf=conf, scheduler_names=args.scheduler_name or ["volcano"],
+                            seed=args.seed, max_cycles=args.max_cycles)
+    objects = result.cluster.all_objects()
+    if args.output == "table":
+        sys.stdout.write(render_table(objects))
+        state = "settled" if result.settled else "stopped at --max-cycles"
+        sys.stdout.write(f"\n{result.cycles} cycle(s), {state}.\n")
+    else:
+        sys.stdout.write(render_list(objects, output=args.output))
+    return 0
+
+
+def _conf_check(args: argparse.Namespace) -> int:
+    try:
+        conf = load_conf(args.conf)
+    except ConfError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for warning in conf.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    tiers = "; ".join(", ".join(p.name for p in tier) for tier in conf.tiers)
+    print(f"{conf.source}: ok (actions: {', '.join(conf.actions)}; tiers: {tiers})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lahar", description="A Volcano-style batch scheduler "
+                                     "for Kubernetes with GPU/RDMA/FPGA device sharing.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="schedule Kubernetes manifests on the embedded cluster")
+    sim.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON manifests (multi-document or v1 List)")
+    sim.add_argument("--conf", help="scheduler conf (Volcano format); built-in default if omitted")
+    sim.add_argument("--scheduler-name", action="append",
+                     help="schedulerName of the pods to schedule (repeatable; default volcano)")
+    sim.add_argument("--seed", type=int, default=0, help="random seed for tie-breaks (default 0)")
+    sim.add_argument("--max-cycles", type=int, default=100, help="stop after this many cycles")
+    sim.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")
+    sim.set_defaults(func=_simulate)
+    conf = sub.add_parser("conf", help="scheduler conf tools")
+    conf_sub = conf.add_subparsers(dest="conf_command", required=True)
+    check = conf_sub.add_parser("check", help="validate a scheduler conf")
+    check.add_argument("conf", nargs="?", help="conf file (default: the built-in conf)")
+    check.set_defaults(func=_conf_check)
+    try:
+        from scheduler.cluster.kube.run import add_run_arguments, run_main
+    except ImportError:
+        pass
+    else:
+        run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
+        add_run_arguments(run)
+        run.set_defaults(func=run_main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

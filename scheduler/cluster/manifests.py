@@ -1,0 +1,128 @@
+"""Loading Kubernetes manifests for the embedded cluster.
+
+Accepts multi-document YAML (or JSON) files and ``v1`` ``List`` objects. Every object of a
+kind the scheduler uses is checked the way the scheduler will read it, so a broken manifest is
+reported before anything is scheduled, naming the document, the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.api.errors import ObjectError
+from scheduler.api.node import node_from_object
+from scheduler.api.podgroup import podgroup_from_object
+from scheduler.api.queue import queue_from_object
+from scheduler.api.task import task_from_pod
+
+__all__ = ["KINDS", "Manifest", "ManifestError", "load_manifests", "parse_documents"]
+
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+_GROUPS = {
+    "Node": ("v1",),
+    "Pod": ("v1",),
+    "PodGroup": ("scheduling.volcano.sh/v1beta1",),
+    "Queue": ("scheduling.volcano.sh/v1beta1",),
+    "PriorityClass": ("scheduling.k8s.io/v1",),
+}
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be loaded: names the file, document and object."""
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    source: str
+    """``<file>#<document number>`` (1-based), plus ``[item i]`` inside a List."""
+    obj: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+
+def _expand(source: str, doc: Any) -> Iterator[Manifest]:
+    if doc is None:
+        return
+    if not isinstance(doc, dict):
+        raise ManifestError(f"{source}: a document must be a Kubernetes object (a map)")
+    if doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List") and "items" in doc:
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise ManifestError(f"{source}: List.items must be a list")
+        for i, item in enumerate(items):
+            yield from _expand(f"{source} [item {i}]", item)
+        return
+    yield Manifest(source, doc)
+
+
+def parse_documents(text: str, *, source: str) -> list[Manifest]:
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{source}: not valid YAML: {exc}") from None
+    out: list[Manifest] = []
+    for i, doc in enumerate(docs, start=1):
+        out.extend(_expand(f"{source}#{i}", doc))
+    return out
+
+
+def _check(manifest: Manifest) -> None:
+    obj = manifest.obj
+    kind = manifest.kind
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ManifestError(f"{manifest.source}: {kind or 'object'}: field metadata.name is required")
+    api_version = obj.get("apiVersion")
+    if api_version not in _GROUPS[kind]:
+        raise ManifestError(f"{manifest.source}: {kind} {meta['name']}: field apiVersion: "
+                            f"expected {_GROUPS[kind][0]}, got {api_version!r}")
+    for field_name in ("labels", "annotations"):
+        values = meta.get(field_name)
+        if values is not None and (not isinstance(values, Mapping)
+                                   or not all(isinstance(v, str) for v in values.values())):
+            raise ManifestError(f"{manifest.source}: {kind} {meta['name']}: field "
+                                f"metadata.{field_name}: must be a map of strings")
+    try:
+        if kind == "Node":
+            node_from_object(obj)
+        elif kind == "Pod":
+            task_from_pod(obj)
+        elif kind == "PodGroup":
+            podgroup_from_object(obj)
+        elif kind == "Queue":
+            queue_from_object(obj)
+        elif kind == "PriorityClass":
+            value = obj.get("value")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ObjectError(kind=kind, name=meta["name"], field="value",
+                                  problem=f"must be an integer, got {value!r}")
+    except ObjectError as exc:
+        raise ManifestError(f"{manifest.source}: {exc}") from None
+
+
+def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[str]]:
+    """Read, expand and check manifests. Returns the usable objects and warnings for skipped
+    ones; raises :class:`ManifestError` on the first broken object."""
+    manifests: list[Manifest] = []
+    warnings: list[str] = []
+    for path in paths:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        for manifest in parse_documents(text, source=str(path)):
+            if manifest.kind not in KINDS:
+                name = (manifest.obj.get("metadata") or {}).get("name", "")
+                warnings.append(f"{manifest.source}: skipping {manifest.kind or 'object without kind'}"
+                                f" {name}".rstrip())
+                continue
+            _check(manifest)
+            manifests.append(manifest)
+    return manifests, warnings

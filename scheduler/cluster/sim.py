@@ -1,0 +1,251 @@
+"""The embedded cluster: an in-memory API server, controller and kubelet for ``lahar simulate``.
+
+It stores ordinary Kubernetes objects, plays the parts of the control plane the scheduler relies
+on (admission resolving pod priority, Volcano's podgroup controller giving plain pods a
+one-member PodGroup, the default queue) and the node side (a bound pod starts Running; node-side
+hooks such as a simulated device plugin run after each bind). It implements the scheduler's
+:class:`~scheduler.cache.interface.ClusterWriter` and feeds every change back into the cache, so
+the same scheduling code runs here as against a real API server.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.api.task import GROUP_NAME_ANNOTATION
+from scheduler.cache.interface import BindError, ObjectRef, WriteError
+from scheduler.cluster.manifests import Manifest
+from scheduler.framework.close import rfc3339
+
+__all__ = ["ConflictError", "SimClock", "SimCluster"]
+
+Obj = dict[str, Any]
+NodeSideHook = Callable[["SimCluster", str], None]
+EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: simulated time starts here
+
+
+class ConflictError(WriteError):
+    """An update carried a stale ``resourceVersion``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=409)
+
+
+@dataclass(slots=True)
+class SimClock:
+    now: float = EPOCH
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+@dataclass(slots=True)
+class SimCluster:
+    clock: SimClock = field(default_factory=SimClock)
+    scheduler_names: tuple[str, ...] = ("volcano",)
+    default_queue: str = "default"
+    objects: dict[str, dict[str, Obj]] = field(default_factory=dict)
+    events: list[Obj] = field(default_factory=list)
+    changes: int = 0
+    """Writes that altered an object, since the last :meth:`take_changes`."""
+    node_side_hooks: list[NodeSideHook] = field(default_factory=list)
+    listener: Callable[[str, str, Mapping[str, Any]], None] | None = None
+    _version: int = 0
+    _event_index: dict[tuple[str, str, str, str], Obj] = field(default_factory=dict)
+
+    # -- loading --------------------------------------------------------------------------
+    def load(self, manifests: Iterable[Manifest]) -> None:
+        for i, manifest in enumerate(manifests):
+            obj = copy.deepcopy(manifest.obj)
+            meta = obj.setdefault("metadata", {})
+            if obj["kind"] in ("Pod", "PodGroup"):
+                meta.setdefault("namespace", "default")
+            meta.setdefault("uid", str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:{obj['kind']}/{_key(obj)}")))
+            meta.setdefault("creationTimestamp", rfc3339(self.clock.now - 3600 + i))
+            self._store(obj)
+        if self.default_queue not in self.objects.get("Queue", {}):
+            self._store({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                         "metadata": {"name": self.default_queue,
+                                      "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, "lahar:queue/default")),
+                                      "creationTimestamp": rfc3339(self.clock.now - 7200)},
+                         "spec": {"weight": 1, "reclaimable": True}, "status": {"state": "Open"}})
+        self._admit_pods()
+
+    def _store(self, obj: Obj) -> None:
+        self._version += 1
+        obj["metadata"]["resourceVersion"] = str(self._version)
+        self.objects.setdefault(obj["kind"], {})[_key(obj)] = obj
+
+    def _admit_pods(self) -> None:
+        """Admission's priority resolution and the podgroup controller's work, once at load."""
+        classes = self.objects.get("PriorityClass", {})
+        global_default = next((pc for pc in classes.values() if pc.get("globalDefault")), None)
+        for pod in list(self.objects.get("Pod", {}).values()):
+            spec = pod.setdefault("spec", {})
+            class_name = spec.get("priorityClassName")
+            if "priority" not in spec:
+                chosen = classes.get(class_name) if class_name else global_default
+                if chosen is not None:
+                    spec["priority"] = chosen.get("value", 0)
+            meta = pod["metadata"]
+            annotations = meta.setdefault("annotations", {})
+            if spec.get("schedulerName") not in self.scheduler_names or spec.get("nodeName"):
+                continue
+            if GROUP_NAME_ANNOTATION in annotations:
+                continue
+            group = f"podgroup-{meta['uid']}"
+            annotations[GROUP_NAME_ANNOTATION] = group
+            podgroup: Obj = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": group, "namespace": meta["namespace"],
+                             "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:pg/{group}")),
+                             "creationTimestamp": meta["creationTimestamp"],
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                                  "name": meta["name"], "uid": meta["uid"]}]},
+                "spec": {"minMember": 1,
+                         "queue": annotations.get("scheduling.volcano.sh/queue-name", self.default_queue)},
+                "status": {"phase": "Pending"},
+            }
+            if class_name:
+                podgroup["spec"]["priorityClassName"] = class_name
+            self._store(podgroup)
+
+    def replay_into(self, apply: Callable[[str, str, Mapping[str, Any]], None]) -> None:
+        """Deliver every stored object as ADDED (the initial list of an informer)."""
+        for kind in ("PriorityClass", "Queue", "Node", "PodGroup", "Pod"):
+            for obj in self.objects.get(kind, {}).values():
+                apply("ADDED", kind, obj)
+
+    def take_changes(self) -> int:
+        changes, self.changes = self.changes, 0
+        return changes
+
+    # -- helpers --------------------------------------------------------------------------
+    def get(self, kind: str, key: str) -> Obj:
+        obj = self.objects.get(kind, {}).get(key)
+        if obj is None:
+            raise WriteError(f"{kind.lower()}s {key!r} not found", status=404)
+        return obj
+
+    def _modified(self, obj: Obj) -> None:
+        self._store(obj)
+        self.changes += 1
+        if self.listener is not None:
+            self.listener("MODIFIED", obj["kind"], obj)
+
+    # -- ClusterWriter --------------------------------------------------------------------
+    def bind(self, *, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str]) -> None:
+        pod = self.get("Pod", f"{namespace}/{name}")
+        if pod["metadata"].get("uid") != uid:
+            raise BindError(f"pod {namespace}/{name} has a different UID", status=409)
+        if pod.get("spec", {}).get("nodeName"):
+            raise BindError(f"pod {namespace}/{name} is already assigned to node "
+                            f"{pod['spec']['nodeName']!r}", status=409)
+        if node not in self.objects.get("Node", {}):
+            raise BindError(f"node {node!r} not found", status=404)
+        pod["spec"]["nodeName"] = node
+        if annotations:
+            pod["metadata"].setdefault("annotations", {}).update(annotations)
+        now = rfc3339(self.clock())
+        status = pod.setdefault("status", {})
+        status["phase"] = "Running"
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if c.get("type") != "PodScheduled"]
+        status["conditions"].append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
+        status["startTime"] = now
+        self.record_event(involved=ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
+                          type="Normal", reason="Scheduled",
+                          message=f"Successfully assigned {namespace}/{name} to {node}")
+        self._modified(pod)
+        for hook in self.node_side_hooks:
+            hook(self, node)
+
+    def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+        pod = self.get("Pod", f"{namespace}/{name}")
+        self.record_event(involved=ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
+                          type="Warning", reason="Evict", message=message)
+        del self.objects["Pod"][f"{namespace}/{name}"]
+        self.changes += 1
+        if self.listener is not None:
+            self.listener("DELETED", "Pod", pod)
+
+    def update_pod_condition(self, *, namespace: str, name: str, condition: Mapping[str, Any],
+                             nominated_node: str | None = None) -> None:
+        pod = self.get("Pod", f"{namespace}/{name}")
+        status = pod.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != condition["type"]]
+        conditions.append(dict(condition))
+        status["conditions"] = conditions
+        if nominated_node is not None:
+            status["nominatedNodeName"] = nominated_node
+        self._modified(pod)
+
+    def update_podgroup_status(self, *, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        podgroup = self.get("PodGroup", f"{namespace}/{name}")
+        podgroup["status"] = copy.deepcopy(dict(status))
+        self._modified(podgroup)
+
+    def update_queue_status(self, *, name: str, status: Mapping[str, Any]) -> None:
+        queue = self.get("Queue", name)
+        queue.setdefault("status", {}).update(copy.deepcopy(dict(status)))
+        self._modified(queue)
+
+    def record_event(self, *, involved: ObjectRef, type: str, reason: str, message: str) -> None:
+        key = (involved.kind, f"{involved.namespace}/{involved.name}", reason, message)
+        now = rfc3339(self.clock())
+        existing = self._event_index.get(key)
+        if existing is not None:
+            existing["count"] += 1
+            existing["lastTimestamp"] = now
+            return
+        event: Obj = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{involved.name}.{len(self.events) + 1:x}",
+                         "namespace": involved.namespace or "default"},
+            "involvedObject": {"apiVersion": involved.api_version, "kind": involved.kind,
+                               "name": involved.name, "namespace": involved.namespace,
+                               "uid": involved.uid},
+            "type": type, "reason": reason, "message": message,
+            "source": {"component": self.scheduler_names[0]},
+            "reportingComponent": self.scheduler_names[0],
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        self._event_index[key] = event
+        self.events.append(event)
+        self.changes += 1
+
+    # -- node access for device node locks -------------------------------------------------
+    def get_node(self, name: str) -> Obj:
+        return copy.deepcopy(self.get("Node", name))
+
+    def replace_node(self, node: Mapping[str, Any]) -> Obj:
+        """Replace a Node if its ``resourceVersion`` is current (optimistic concurrency)."""
+        name = str(node["metadata"]["name"])
+        current = self.get("Node", name)
+        if node["metadata"].get("resourceVersion") != current["metadata"].get("resourceVersion"):
+            raise ConflictError(f"Operation cannot be fulfilled on nodes {name!r}: the object has "
+                                f"been modified; please apply your changes to the latest version")
+        updated = copy.deepcopy(dict(node))
+        self._modified(updated)
+        return copy.deepcopy(updated)
+
+    def all_objects(self) -> list[Obj]:
+        """Every object, kinds in a stable order, then the Events."""
+        out: list[Obj] = []
+        for kind in ("Node", "Pod", "PodGroup", "Queue", "PriorityClass"):
+            out.extend(self.objects.get(kind, {}).values())
+        return out + self.events

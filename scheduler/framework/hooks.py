@@ -1,0 +1,196 @@
+"""Extension-point Protocols a plugin may implement, and the conf flag that gates each.
+
+A plugin implements only what it needs; the session discovers capabilities once per cycle
+with ``isinstance`` checks and keeps per-tier lists. The combination rule of each point
+(AND, OR, sum, first non-zero, votes) lives in :mod:`scheduler.framework.session`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.api.job import JobInfo
+from scheduler.api.node import NodeInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.status import Status
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import Vote
+
+if TYPE_CHECKING:
+    from scheduler.framework.nodetable import NodeTable
+    from scheduler.framework.session import Session
+
+__all__ = [
+    "HOOK_FLAGS",
+    "Allocatable",
+    "BoolArray",
+    "EventHandler",
+    "ExactPredicate",
+    "FloatArray",
+    "IntArray",
+    "JobEnqueueable",
+    "JobEnqueued",
+    "JobOrder",
+    "JobPipelined",
+    "JobReady",
+    "JobStarving",
+    "JobValid",
+    "NodeScorer",
+    "Overused",
+    "Plugin",
+    "PrePredicate",
+    "Predicate",
+    "Preemptable",
+    "QueueOrder",
+    "Reclaimable",
+    "TaskOrder",
+]
+
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+
+
+class Plugin(Protocol):
+    """Every plugin: built per session from its typed ``Args``."""
+
+    NAME: str
+
+    def on_session_open(self, session: Session) -> None: ...
+
+    def on_session_close(self, session: Session) -> None: ...
+
+
+@runtime_checkable
+class JobOrder(Protocol):
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        """Negative when ``left`` goes first, positive when ``right`` does, 0 to defer."""
+
+
+@runtime_checkable
+class TaskOrder(Protocol):
+    def task_order(self, left: TaskInfo, right: TaskInfo) -> int: ...
+
+
+@runtime_checkable
+class QueueOrder(Protocol):
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int: ...
+
+
+@runtime_checkable
+class JobValid(Protocol):
+    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        """``None`` when valid, else ``(reason, message)`` for the PodGroup condition."""
+
+
+@runtime_checkable
+class JobReady(Protocol):
+    def job_ready(self, job: JobInfo) -> bool: ...
+
+
+@runtime_checkable
+class JobPipelined(Protocol):
+    def job_pipelined(self, job: JobInfo) -> Vote: ...
+
+
+@runtime_checkable
+class JobStarving(Protocol):
+    def job_starving(self, job: JobInfo) -> bool: ...
+
+
+@runtime_checkable
+class JobEnqueueable(Protocol):
+    def job_enqueueable(self, job: JobInfo) -> Vote: ...
+
+
+@runtime_checkable
+class JobEnqueued(Protocol):
+    def job_enqueued(self, job: JobInfo) -> None: ...
+
+
+@runtime_checkable
+class PrePredicate(Protocol):
+    def pre_predicate(self, task: TaskInfo) -> Status | None:
+        """Once per task before node filtering; a non-None status rejects every node."""
+
+
+@runtime_checkable
+class Predicate(Protocol):
+    """Vectorised node filter: a boolean mask over every node of the table."""
+
+    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray: ...
+
+    def predicate_reasons(self, task: TaskInfo, table: NodeTable,
+                          alive: BoolArray) -> list[tuple[BoolArray, str]]:
+        """Why nodes in ``alive`` fail, in check order: ``(failed mask, reason)`` pairs, each
+        node counted under its first failing check. Called only to explain a failure."""
+
+
+@runtime_checkable
+class ExactPredicate(Protocol):
+    """A per-node check too detailed to vectorise, run only on vector-filtered candidates."""
+
+    def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class NodeScorer(Protocol):
+    def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
+        """Scores for the node rows in ``candidates`` (already weighted)."""
+
+
+@runtime_checkable
+class Overused(Protocol):
+    def overused(self, queue: QueueInfo) -> bool: ...
+
+
+@runtime_checkable
+class Allocatable(Protocol):
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool: ...
+
+
+@runtime_checkable
+class Preemptable(Protocol):
+    def preemptable(self, preemptor: TaskInfo,
+                    candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]: ...
+
+
+@runtime_checkable
+class Reclaimable(Protocol):
+    def reclaimable(self, reclaimer: TaskInfo,
+                    candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]: ...
+
+
+@runtime_checkable
+class EventHandler(Protocol):
+    """Told of every in-session allocate/pipeline and evict/unallocate."""
+
+    def on_allocate(self, task: TaskInfo) -> None: ...
+
+    def on_deallocate(self, task: TaskInfo) -> None: ...
+
+
+HOOK_FLAGS: dict[type, str | None] = {
+    JobOrder: "enableJobOrder",
+    TaskOrder: "enableTaskOrder",
+    QueueOrder: "enableQueueOrder",
+    JobValid: None,
+    JobReady: "enableJobReady",
+    JobPipelined: "enableJobPipelined",
+    JobStarving: "enableJobStarving",
+    JobEnqueueable: "enableJobEnqueued",
+    JobEnqueued: "enableJobEnqueued",
+    PrePredicate: "enablePredicate",
+    Predicate: "enablePredicate",
+    ExactPredicate: "enablePredicate",
+    NodeScorer: "enableNodeOrder",
+    Overused: "enabledOverused",
+    Allocatable: "enabledAllocatable",
+    Preemptable: "enablePreemptable",
+    Reclaimable: "enableReclaimable",
+    EventHandler: None,
+}
+"""Each extension point and the PluginOption flag that switches it (None: always on)."""

@@ -1,0 +1,30 @@
+"""What a session needs from the cache: where committed decisions and status go."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from scheduler.api.job import JobInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import Resource
+from scheduler.api.task import TaskInfo
+
+__all__ = ["SessionSink"]
+
+
+class SessionSink(Protocol):
+    """Implemented by the scheduler cache. Calls are cheap: real writes happen on flush."""
+
+    def bind(self, tasks: Sequence[TaskInfo]) -> None:
+        """Queue binds for tasks carrying ``node_name`` and ``bind_annotations``."""
+
+    def evict(self, task: TaskInfo, reason: str) -> None: ...
+
+    def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
+        """Persist the job's PodGroup status if changed; ``event`` is (type, reason, message)."""
+
+    def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
+        """Set PodScheduled=False with reason/message and emit FailedScheduling, on change."""
+
+    def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None: ...

@@ -1,0 +1,150 @@
+"""The columnar node table: per-node resource state as numpy arrays.
+
+Predicates and scorers work on whole columns (one vector operation for all nodes) instead of
+looping over nodes in Python; the session keeps each row in step with its ``NodeInfo`` on every
+allocate, pipeline and evict (:meth:`NodeTable.sync`), an O(1) update. Static columns (labels,
+taints, unschedulable) are derived lazily and cached for the life of the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from scheduler.api.node import NodeInfo, Taint
+from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, PODS, Resource
+from scheduler.framework.hooks import BoolArray, FloatArray, IntArray
+
+__all__ = ["NodeTable"]
+
+RowHook = Callable[[int, NodeInfo], None]
+
+
+class NodeTable:
+    """Resource columns (rows = nodes, columns = resource dimensions) plus static columns."""
+
+    def __init__(self, nodes: Sequence[NodeInfo], *, extra_dims: Iterable[str] = ()) -> None:
+        self.nodes = list(nodes)
+        self.names = [node.name for node in self.nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        scalars: set[str] = set(extra_dims)
+        for node in self.nodes:
+            scalars.update(node.allocatable.scalars)
+        scalars.discard(PODS)
+        self.dims: list[str] = [CPU, MEMORY, PODS, *sorted(scalars)]
+        self.dim_index = {name: i for i, name in enumerate(self.dims)}
+        n, r = len(self.nodes), len(self.dims)
+        self.allocatable = np.zeros((n, r))
+        self.idle = np.zeros((n, r))
+        self.used = np.zeros((n, r))
+        self.releasing = np.zeros((n, r))
+        self.pipelined = np.zeros((n, r))
+        self.future_idle = np.zeros((n, r))
+        self.pod_count = np.zeros(n)
+        self.unschedulable = np.zeros(n, dtype=bool)
+        self.row_hooks: list[RowHook] = []
+        self.columns: dict[str, FloatArray] = {}
+        """Extra per-node columns maintained by row hooks (e.g. device summaries)."""
+        self._label_codes: dict[str, tuple[IntArray, dict[str, int]]] = {}
+        self._taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None = None
+        for i, node in enumerate(self.nodes):
+            node.index = i
+            self.allocatable[i] = self.vector(node.allocatable)
+            self.unschedulable[i] = node.unschedulable
+            self.sync(i)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    # -- rows -----------------------------------------------------------------------------
+    def vector(self, resource: Resource) -> FloatArray:
+        """``resource`` as a row over this table's dimensions (unknown scalars dropped)."""
+        row = np.zeros(len(self.dims))
+        row[0] = resource.milli_cpu
+        row[1] = resource.memory
+        for name, value in resource.scalars.items():
+            col = self.dim_index.get(name)
+            if col is not None:
+                row[col] = value
+        return row
+
+    def sync(self, i: int) -> None:
+        """Copy node ``i``'s accounting into the columns; call after every task change."""
+        node = self.nodes[i]
+        self.idle[i] = self.vector(node.idle)
+        self.used[i] = self.vector(node.used)
+        self.releasing[i] = self.vector(node.releasing)
+        self.pipelined[i] = self.vector(node.pipelined)
+        self.future_idle[i] = self.idle[i] + self.releasing[i] - self.pipelined[i]
+        self.pod_count[i] = len(node.tasks)
+        for hook in self.row_hooks:
+            hook(i, node)
+
+    def add_row_hook(self, hook: RowHook) -> None:
+        """Register a per-row updater and run it over every row once."""
+        self.row_hooks.append(hook)
+        for i, node in enumerate(self.nodes):
+            hook(i, node)
+
+    # -- resource fit ---------------------------------------------------------------------
+    def request_dims(self, request: Resource) -> tuple[IntArray, FloatArray, list[str]]:
+        """Requested dimensions (pods excluded) in message order: cpu, memory, scalars."""
+        names = [name for name in request.names() if name != PODS and request.get(name) >= MIN_RESOURCE]
+        cols: list[int] = []
+        values: list[float] = []
+        for name in names:
+            col = self.dim_index.get(name)
+            cols.append(-1 if col is None else col)
+            values.append(request.get(name))
+        return np.array(cols, dtype=np.intp), np.array(values), names
+
+    def fit_mask(self, request: Resource, *, future: bool = True) -> BoolArray:
+        """Nodes whose (future) idle holds ``request`` within Volcano's tolerance."""
+        cols, values, _ = self.request_dims(request)
+        if len(cols) == 0:
+            return np.ones(len(self.nodes), dtype=bool)
+        if (cols < 0).any():  # a resource no node has at all
+            return np.zeros(len(self.nodes), dtype=bool)
+        available = (self.future_idle if future else self.idle)[:, cols]
+        return np.all(values - available < MIN_RESOURCE, axis=1)
+
+    def fit_reasons(self, request: Resource, alive: BoolArray) -> list[tuple[BoolArray, str]]:
+        """Per node in ``alive``, the first insufficient resource: ``Insufficient <name>``."""
+        cols, values, names = self.request_dims(request)
+        out: list[tuple[BoolArray, str]] = []
+        remaining = alive.copy()
+        for col, value, name in zip(cols, values, names, strict=True):
+            if col < 0:
+                failed = remaining.copy()
+            else:
+                failed = remaining & (value - self.future_idle[:, col] >= MIN_RESOURCE)
+            if failed.any():
+                out.append((failed, f"Insufficient {name}"))
+                remaining &= ~failed
+        return out
+
+    # -- static columns -------------------------------------------------------------------
+    def label_codes(self, key: str) -> tuple[IntArray, dict[str, int]]:
+        """Integer codes of label ``key`` per node (-1 = absent) and the value → code map."""
+        cached = self._label_codes.get(key)
+        if cached is None:
+            mapping: dict[str, int] = {}
+            codes = np.full(len(self.nodes), -1, dtype=np.intp)
+            for i, node in enumerate(self.nodes):
+                value = node.labels.get(key)
+                if value is not None:
+                    codes[i] = mapping.setdefault(value, len(mapping))
+            cached = (codes, mapping)
+            self._label_codes[key] = cached
+        return cached
+
+    def taint_groups(self) -> tuple[IntArray, list[tuple[Taint, ...]]]:
+        """Group id per node by identical taint lists, and the taint list of each group."""
+        if self._taint_groups is None:
+            groups: dict[tuple[Taint, ...], int] = {}
+            ids = np.zeros(len(self.nodes), dtype=np.intp)
+            for i, node in enumerate(self.nodes):
+                ids[i] = groups.setdefault(node.taints, len(groups))
+            self._taint_groups = (ids, list(groups))
+        return self._taint_groups

@@ -1,0 +1,115 @@
+"""The node-selection pipeline shared by allocate and backfill.
+
+1. Pre-predicate once per task; a failure rejects every node.
+2. Vector filter: resource fit against future idle, then the AND of plugin predicate masks.
+3. Sampling like Volcano's ``percentageOfNodesToFind``: from a rotating start index take the
+   first ``target`` feasible nodes, running exact per-node checks only on those.
+4. Candidates that fit current idle are preferred over those that fit only future idle; ties
+   of the summed plugin scores are broken by the session's seeded random source.
+Fit errors are built only when nothing fits, naming each node's first failing check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.api.node import NodeInfo
+from scheduler.api.status import FitErrors
+from scheduler.api.task import TaskInfo
+from scheduler.framework.hooks import BoolArray, IntArray
+from scheduler.framework.session import NodeSampling, Session
+
+__all__ = ["NodeSampling", "best_node", "feasible_nodes", "sampling_target"]
+
+
+def sampling_target(total: int, sampling: NodeSampling) -> int:
+    if total <= sampling.minimum_feasible or sampling.percentage >= 100:
+        return total
+    percentage = sampling.percentage
+    if percentage <= 0:
+        percentage = max(50 - total // 125, sampling.minimum_percentage)
+    return max(total * percentage // 100, sampling.minimum_feasible)
+
+
+def feasible_nodes(
+    session: Session,
+    task: TaskInfo,
+    *,
+    check_resources: bool = True,
+) -> tuple[IntArray, FitErrors | None]:
+    """Rows of the nodes ``task`` may go to, or ``(empty, FitErrors)``."""
+    table = session.table
+    total = len(table)
+    status = session.pre_predicate(task)
+    if status is not None:
+        errors = FitErrors(nodes=total)
+        errors.add(status.message or "pre-predicate failed", max(total, 1))
+        return np.empty(0, dtype=np.intp), errors
+    mask = table.fit_mask(task.init_resreq) if check_resources else np.ones(total, dtype=bool)
+    if mask.any():
+        mask &= session.predicate_mask(task)
+    rows = np.flatnonzero(mask)
+    target = sampling_target(total, session.sampling)
+    exact_failures: list[tuple[int, str]] = []
+    if len(rows):
+        start = session.cursor % max(total, 1)
+        rows = np.concatenate((rows[rows >= start], rows[rows < start]))
+        if session.has_exact_predicates:
+            rows, exact_failures = _exact(session, task, rows, target)
+        elif len(rows) > target:
+            rows = rows[:target]
+        if len(rows) and len(rows) < total:
+            session.cursor = int(rows[-1]) + 1
+    if len(rows):
+        return rows, None
+    return rows, _explain(session, task, check_resources=check_resources,
+                          exact_failures=exact_failures)
+
+
+def _exact(session: Session, task: TaskInfo, rows: IntArray,
+           target: int) -> tuple[IntArray, list[tuple[int, str]]]:
+    kept: list[int] = []
+    failures: list[tuple[int, str]] = []
+    nodes = session.table.nodes
+    for row in rows:
+        status = session.exact_check(task, nodes[row])
+        if status is None:
+            kept.append(int(row))
+            if len(kept) >= target:
+                break
+        else:
+            failures.append((int(row), status.message))
+    return np.array(kept, dtype=np.intp), failures
+
+
+def _explain(session: Session, task: TaskInfo, *, check_resources: bool,
+             exact_failures: list[tuple[int, str]]) -> FitErrors:
+    table = session.table
+    errors = FitErrors(nodes=len(table))
+    alive: BoolArray = np.ones(len(table), dtype=bool)
+    if check_resources:
+        for failed, reason in table.fit_reasons(task.init_resreq, alive):
+            errors.add(reason, int(failed.sum()))
+            alive &= ~failed
+    for failed, reason in session.predicate_reasons(task, alive):
+        errors.add(reason, int(failed.sum()))
+        alive &= ~failed
+    for row, reason in exact_failures:
+        if alive[row]:
+            errors.add(reason)
+    return errors
+
+
+def best_node(session: Session, task: TaskInfo, rows: IntArray) -> tuple[NodeInfo, bool]:
+    """Pick the node for ``task`` among feasible ``rows``; returns (node, fits current idle)."""
+    table = session.table
+    idle_fit = table.fit_mask(task.init_resreq, future=False)[rows]
+    fits_idle = bool(idle_fit.any())
+    if fits_idle:
+        rows = rows[idle_fit]
+    if len(rows) == 1:
+        return table.nodes[int(rows[0])], fits_idle
+    scores = session.score(task, rows)
+    best = np.flatnonzero(scores >= scores.max() - 1e-9)
+    choice = int(rows[best[0]]) if len(best) == 1 else int(rows[session.rng.choice(list(best))])
+    return table.nodes[choice], fits_idle

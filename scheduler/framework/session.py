@@ -1,0 +1,333 @@
+"""Session: one scheduling cycle over a snapshot, with the plugins of the conf's tiers.
+
+Plugins are built fresh for every session and register capabilities by implementing the hook
+Protocols of :mod:`scheduler.framework.hooks`. This module combines them exactly as Volcano
+does per extension point: first non-zero for orders, AND for readiness and predicates, OR for
+overuse, sums for scores, and tier-scoped votes for pipelining and enqueueing.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import structlog
+
+from scheduler.api.job import JobInfo
+from scheduler.api.node import NodeInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import Resource
+from scheduler.api.status import Status
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import ALLOCATED_STATUS, JobID, QueueID, TaskStatus, Vote
+from scheduler.framework import hooks as h
+from scheduler.framework.interface import SessionSink
+from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.snapshot import Snapshot
+
+__all__ = ["AllocateError", "NodeSampling", "PluginEntry", "Session", "default_task_order"]
+
+log = structlog.get_logger("lahar.session")
+P = TypeVar("P")
+
+
+class AllocateError(Exception):
+    """Raised by an ``on_allocate`` handler to veto an in-session placement."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSampling:
+    """``--percentage-nodes-to-find`` and friends (0 percentage = adaptive)."""
+
+    percentage: int = 0
+    minimum_feasible: int = 100
+    minimum_percentage: int = 5
+
+
+@dataclass(slots=True)
+class PluginEntry:
+    plugin: Any
+    flags: Mapping[str, bool] = field(default_factory=dict)
+    tier: int = 0
+
+    def enabled(self, flag: str | None) -> bool:
+        return flag is None or self.flags.get(flag, True)
+
+
+def _cmp(left: float, right: float) -> int:
+    return -1 if left < right else (1 if left > right else 0)
+
+
+def _name_index(name: str) -> int | None:
+    parts = name.split("-")
+    if len(parts) >= 3 and parts[-1].isdigit():
+        return int(parts[-1])
+    return None
+
+
+def default_task_order(left: TaskInfo, right: TaskInfo) -> int:
+    """Volcano's fallback: vc-Job pod index, then creation time, then UID."""
+    li, ri = _name_index(left.name), _name_index(right.name)
+    if li is not None and ri is not None and li != ri:
+        return _cmp(li, ri)
+    return _cmp(left.creation, right.creation) or (-1 if left.uid < right.uid else int(left.uid > right.uid))
+
+
+class Session:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        tiers: Sequence[Sequence[PluginEntry]],
+        sink: SessionSink,
+        configurations: Mapping[str, Mapping[str, Any]] | None = None,
+        clock: Callable[[], float],
+        rng: random.Random,
+        enabled_actions: Sequence[str] = (),
+        sampling: NodeSampling | None = None,
+        cursor: int = 0,
+    ) -> None:
+        self.uid = str(uuid.UUID(int=rng.getrandbits(128)))
+        self.clock = clock
+        self.rng = rng
+        self.sink = sink
+        self.configurations = dict(configurations or {})
+        self.enabled_actions = tuple(enabled_actions)
+        self.sampling = sampling or NodeSampling()
+        self.cursor = cursor
+        """Rotating start row for node sampling, carried from session to session."""
+        self.jobs: dict[JobID, JobInfo] = snapshot.jobs
+        self.queues: dict[QueueID, QueueInfo] = snapshot.queues
+        self.node_list: list[NodeInfo] = snapshot.nodes
+        self.nodes: dict[str, NodeInfo] = {node.name: node for node in snapshot.nodes}
+        self.table = NodeTable(snapshot.nodes, extra_dims=snapshot.device_dims)
+        self.total_resource = Resource()
+        for node in self.node_list:
+            self.total_resource.add(node.allocatable)
+        self.tiers = [list(tier) for tier in tiers]
+        self.invalid_jobs: dict[JobID, tuple[str, str]] = {}
+        self.podgroup_status_before = {uid: job.podgroup.clone() for uid, job in self.jobs.items()}
+        self._hook_cache: dict[type, list[list[Any]]] = {}
+        self._job_order = self._flat(h.JobOrder, "job_order")
+        self._task_order = self._flat(h.TaskOrder, "task_order")
+        self._queue_order = self._flat(h.QueueOrder, "queue_order")
+        self._handlers = [p for tier in self.hooks(h.EventHandler) for p in tier]
+        self._scorers = [p for tier in self.hooks(h.NodeScorer) for p in tier]
+        self._predicates = [p for tier in self.hooks(h.Predicate) for p in tier]
+        self._exact = [p for tier in self.hooks(h.ExactPredicate) for p in tier]
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self) -> None:
+        """Run every plugin's ``on_session_open`` in tier order, then drop invalid jobs."""
+        for tier in self.tiers:
+            for entry in tier:
+                entry.plugin.on_session_open(self)
+        for job in list(self.jobs.values()):
+            verdict = self.job_valid(job)
+            if verdict is not None:
+                self.invalid_jobs[job.uid] = verdict
+
+    def plugin_entries(self) -> list[PluginEntry]:
+        return [entry for tier in self.tiers for entry in tier]
+
+    def hooks(self, protocol: type[P]) -> list[list[P]]:
+        """Plugins implementing ``protocol`` with its flag enabled, grouped by tier."""
+        cached = self._hook_cache.get(protocol)
+        if cached is None:
+            flag = h.HOOK_FLAGS.get(protocol)
+            cached = [[e.plugin for e in tier if isinstance(e.plugin, protocol) and e.enabled(flag)]
+                      for tier in self.tiers]
+            self._hook_cache[protocol] = cached
+        return cached
+
+    def _flat(self, protocol: type, method: str) -> list[Callable[[Any, Any], int]]:
+        return [getattr(p, method) for tier in self.hooks(protocol) for p in tier]
+
+    def is_valid(self, job: JobInfo) -> bool:
+        return job.uid not in self.invalid_jobs
+
+    # -- orders (first non-zero) ----------------------------------------------------------
+    def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        for fn in self._job_order:
+            result = fn(left, right)
+            if result:
+                return result
+        return _cmp(left.creation, right.creation) or _cmp_str(left.uid, right.uid)
+
+    def task_order(self, left: TaskInfo, right: TaskInfo) -> int:
+        for fn in self._task_order:
+            result = fn(left, right)
+            if result:
+                return result
+        return default_task_order(left, right)
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        for fn in self._queue_order:
+            result = fn(left, right)
+            if result:
+                return result
+        return _cmp(left.creation, right.creation) or _cmp_str(left.uid, right.uid)
+
+    # -- job predicates -------------------------------------------------------------------
+    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        for tier in self.hooks(h.JobValid):
+            for plugin in tier:
+                verdict = plugin.job_valid(job)
+                if verdict is not None:
+                    return verdict
+        return None
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(p.job_ready(job) for tier in self.hooks(h.JobReady) for p in tier)
+
+    def _vote(self, protocol: type, method: str, job: JobInfo) -> bool:
+        for tier in self.hooks(protocol):
+            permitted = False
+            for plugin in tier:
+                vote = getattr(plugin, method)(job)
+                if vote == Vote.REJECT:
+                    return False
+                permitted = permitted or vote == Vote.PERMIT
+            if permitted:
+                return True
+        return True
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self._vote(h.JobPipelined, "job_pipelined", job)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        return self._vote(h.JobEnqueueable, "job_enqueueable", job)
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for tier in self.hooks(h.JobEnqueued):
+            for plugin in tier:
+                plugin.job_enqueued(job)
+
+    def job_starving(self, job: JobInfo) -> bool:
+        for tier in self.hooks(h.JobStarving):
+            if tier:
+                return all(p.job_starving(job) for p in tier)
+        return False
+
+    # -- queue predicates -----------------------------------------------------------------
+    def overused(self, queue: QueueInfo) -> bool:
+        return any(p.overused(queue) for tier in self.hooks(h.Overused) for p in tier)
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(p.allocatable(queue, task) for tier in self.hooks(h.Allocatable) for p in tier)
+
+    # -- node filtering and scoring -------------------------------------------------------
+    def pre_predicate(self, task: TaskInfo) -> Status | None:
+        for tier in self.hooks(h.PrePredicate):
+            for plugin in tier:
+                status = plugin.pre_predicate(task)
+                if status is not None and not status.ok:
+                    return status
+        return None
+
+    def predicate_mask(self, task: TaskInfo) -> h.BoolArray:
+        """AND of every vectorised predicate (resource fit is the caller's first check)."""
+        mask = np.ones(len(self.table), dtype=bool)
+        for plugin in self._predicates:
+            mask &= plugin.predicate_mask(task, self.table)
+        return mask
+
+    def predicate_reasons(self, task: TaskInfo, alive: h.BoolArray) -> list[tuple[h.BoolArray, str]]:
+        out: list[tuple[h.BoolArray, str]] = []
+        remaining = alive.copy()
+        for plugin in self._predicates:
+            for failed, reason in plugin.predicate_reasons(task, self.table, remaining):
+                failed = failed & remaining
+                if failed.any():
+                    out.append((failed, reason))
+                    remaining &= ~failed
+        return out
+
+    @property
+    def has_exact_predicates(self) -> bool:
+        return bool(self._exact)
+
+    def exact_check(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        for plugin in self._exact:
+            status = plugin.check_node(task, node)
+            if status is not None and not status.ok:
+                return status
+        return None
+
+    def score(self, task: TaskInfo, candidates: h.IntArray) -> h.FloatArray:
+        total = np.zeros(len(candidates))
+        for plugin in self._scorers:
+            total += plugin.score_nodes(task, self.table, candidates)
+        return total
+
+    # -- in-session state changes (only Statement and dispatch call these) ----------------
+    def place(self, task: TaskInfo, node: NodeInfo, status: TaskStatus) -> None:
+        """Put a Pending task on ``node`` as Allocated or Pipelined; handlers may veto."""
+        job = self.jobs[task.job]
+        job.update_task_status(task, status)
+        task.node_name = node.name
+        task.last_node = node.name
+        node.add_task(task)
+        self.table.sync(node.index)
+        try:
+            for handler in self._handlers:
+                handler.on_allocate(task)
+        except AllocateError:
+            self.unplace(task, notify=False)
+            raise
+
+    def unplace(self, task: TaskInfo, *, notify: bool = True) -> None:
+        """Undo :meth:`place`: back to Pending, off the node."""
+        node = self.nodes.get(task.node_name)
+        if node is not None:
+            node.remove_task(task)
+            self.table.sync(node.index)
+        self.jobs[task.job].update_task_status(task, TaskStatus.PENDING)
+        task.node_name = ""
+        if notify:
+            for handler in self._handlers:
+                handler.on_deallocate(task)
+
+    def mark_releasing(self, task: TaskInfo, releasing: bool) -> None:
+        """Evict (``True``) or un-evict a running task in session state."""
+        node = self.nodes[task.node_name]
+        node.remove_task(task)
+        self.jobs[task.job].update_task_status(
+            task, TaskStatus.RELEASING if releasing else TaskStatus.RUNNING)
+        node.add_task(task)
+        self.table.sync(node.index)
+        for handler in self._handlers:
+            (handler.on_deallocate if releasing else handler.on_allocate)(task)
+
+    def dispatch(self, job: JobInfo) -> None:
+        """Send every Allocated task of a ready job to the binder (non-transactional path)."""
+        tasks = list(job.task_status_index.get(TaskStatus.ALLOCATED, {}).values())
+        if tasks:
+            self.sink.bind(tasks)
+            for task in tasks:
+                job.update_task_status(task, TaskStatus.BINDING)
+
+    # -- podgroup conditions --------------------------------------------------------------
+    def update_podgroup_condition(self, job: JobInfo, condition: dict[str, Any]) -> None:
+        conditions = job.podgroup.conditions
+        for i, existing in enumerate(conditions):
+            if existing.get("type") == condition["type"]:
+                conditions[i] = condition
+                return
+        conditions.append(condition)
+
+    def allocated_of(self, queue: QueueID) -> Resource:
+        total = Resource()
+        for job in self.jobs.values():
+            if job.queue == queue:
+                for task in job.tasks_in(ALLOCATED_STATUS):
+                    total.add(task.resreq)
+        return total
+
+
+def _cmp_str(left: str, right: str) -> int:
+    return -1 if left < right else (1 if left > right else 0)

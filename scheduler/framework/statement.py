@@ -1,0 +1,82 @@
+"""Statement: the transaction through which actions change session state.
+
+Operations apply to the session at once (so later decisions in the cycle see them) and are
+recorded; ``commit`` sends binds and evictions to the cache, ``discard`` undoes them in reverse
+order. A pipelined task never reaches the API: it only reserves resources inside the session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from scheduler.api.node import NodeInfo
+from scheduler.api.status import Status
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import TaskStatus
+from scheduler.framework.session import AllocateError, Session
+
+__all__ = ["Operation", "Statement"]
+
+
+class Operation(Enum):
+    ALLOCATE = "allocate"
+    PIPELINE = "pipeline"
+    EVICT = "evict"
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: Operation
+    task: TaskInfo
+    reason: str = ""
+
+
+class Statement:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.operations: list[_Op] = []
+
+    def __len__(self) -> int:
+        return len(self.operations)
+
+    def allocate(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        return self._place(task, node, TaskStatus.ALLOCATED, Operation.ALLOCATE)
+
+    def pipeline(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        return self._place(task, node, TaskStatus.PIPELINED, Operation.PIPELINE)
+
+    def _place(self, task: TaskInfo, node: NodeInfo, status: TaskStatus, kind: Operation) -> Status | None:
+        try:
+            self.session.place(task, node, status)
+        except AllocateError as exc:
+            return Status.error(str(exc))
+        self.operations.append(_Op(kind, task))
+        return None
+
+    def evict(self, task: TaskInfo, reason: str) -> None:
+        self.session.mark_releasing(task, True)
+        self.operations.append(_Op(Operation.EVICT, task, reason))
+
+    def discard(self) -> None:
+        """Undo every operation, newest first."""
+        for op in reversed(self.operations):
+            if op.kind is Operation.EVICT:
+                self.session.mark_releasing(op.task, False)
+            else:
+                self.session.unplace(op.task)
+        self.operations.clear()
+
+    def commit(self) -> None:
+        """Evictions go to the cache, allocated tasks are bound; pipelined stay in session."""
+        to_bind: list[TaskInfo] = []
+        for op in self.operations:
+            if op.kind is Operation.EVICT:
+                self.session.sink.evict(op.task, op.reason)
+            elif op.kind is Operation.ALLOCATE:
+                to_bind.append(op.task)
+        if to_bind:
+            self.session.sink.bind(to_bind)
+            for task in to_bind:
+                self.session.jobs[task.job].update_task_status(task, TaskStatus.BINDING)
+        self.operations.clear()
