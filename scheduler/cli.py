@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("conf", nargs="?", help="conf file (default: the built-in conf)")
     check.set_defaults(func=_conf_check)
     try:
+        from scheduler.inspect import add_inspect_arguments
+    except ImportError:
+        pass
+    else:
+        add_inspect_arguments(sub)
+    try:
         from scheduler.cluster.kube.run import add_run_arguments, run_main
     except ImportError:
         pass

@@ -70,6 +70,9 @@ class SchedulerCache:
         self.priority_classes: dict[str, tuple[int, bool]] = {}
         self.broken: dict[str, str] = {}
         """``Kind ns/name`` → the problem, for objects that could not be converted."""
+        self.pre_bind_hooks: list[Callable[[TaskInfo], None]] = []
+        """Run before each bind write (e.g. taking a device node lock); raising
+        :class:`WriteError` fails the bind, which is rolled back and retried next cycle."""
         self._writes: deque[Callable[[], None]] = deque()
         self.status = StatusRecorder(writer=writer, enqueue=self._writes.append, clock=clock,
                                      now_text=lambda: rfc3339(self.clock()))
@@ -234,6 +237,8 @@ class SchedulerCache:
 
     def _write_bind(self, task: TaskInfo) -> None:
         try:
+            for hook in self.pre_bind_hooks:
+                hook(task)
             self.writer.bind(namespace=task.namespace, name=task.name, uid=str(task.uid),
                              node=task.node_name, annotations=task.bind_annotations)
         except WriteError as exc:
