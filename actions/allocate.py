@@ -53,9 +53,10 @@ class Allocate:
 
         while queues:
             queue = queues.pop()
-            if session.overused(queue):
-                continue
             jobs = jobs_by_queue[queue.uid]
+            if session.overused(queue):
+                self._explain_overused(session, queue, jobs, pending_tasks)
+                continue
             if not jobs:
                 continue
             job = jobs.pop()
@@ -70,6 +71,22 @@ class Allocate:
                 statement.discard()
             queues.push(queue)
 
+    @staticmethod
+    def _explain_overused(session: Session, queue: QueueInfo, jobs: PriorityQueue[JobInfo],
+                          pending_tasks: dict[str, PriorityQueue[TaskInfo]]) -> None:
+        """Give each job left in an overused queue a reason on its next task."""
+        while jobs:
+            job = jobs.pop()
+            tasks = pending_tasks[job.uid]
+            task = next((t for t in (tasks.pop() for _ in range(len(tasks)))
+                         if t.status is TaskStatus.PENDING), None)
+            if task is None or task.uid in job.nodes_fit_errors:
+                continue
+            _, errors = feasible_nodes(session, task)
+            job.nodes_fit_errors[task.uid] = errors or FitErrors(
+                nodes=len(session.table),
+                error=f"queue {queue.name} is overused: its allocation has reached its deserved share")
+
     def _allocate_tasks(self, session: Session, queue: QueueInfo, job: JobInfo,
                         tasks: PriorityQueue[TaskInfo], statement: Statement) -> bool:
         """Place tasks until the job is ready or one fails; True when it yielded its turn."""
@@ -78,7 +95,9 @@ class Allocate:
             if task.status is not TaskStatus.PENDING:
                 continue
             if not session.allocatable(queue, task):
-                job.nodes_fit_errors[task.uid] = FitErrors(
+                # Say why in the most useful terms: no node at all, else the queue's share.
+                _, errors = feasible_nodes(session, task)
+                job.nodes_fit_errors[task.uid] = errors or FitErrors(
                     nodes=len(session.table),
                     error=f"queue {queue.name} has no room for task {task.name} within its deserved share")
                 continue

@@ -100,7 +100,7 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
         pending = len(job.task_status_index.get(TaskStatus.PENDING, {}))
         if job.enqueue_message and podgroup.phase == PHASE_PENDING:
             event = ("Normal", "Unschedulable", job.enqueue_message)
-            job.job_fit_error = job.job_fit_error or job.enqueue_message
+            job.job_fit_error = job.enqueue_message
         elif pending or invalid is not None:
             detail = invalid[1] if invalid is not None else job.fit_error()
             event = ("Warning", "Unschedulable",
