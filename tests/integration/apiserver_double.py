@@ -14,10 +14,8 @@ bookmarks and compact history, and inspect :attr:`ApiServerDouble.requests`.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import copy
-import json
 import re
 import socket
 import threading

@@ -92,7 +92,7 @@ def test_gone_relists_and_diffs_against_what_was_delivered(
     events = recorder.wait_for(5)
     assert sorted(events[:2]) == [("DELETED", "recreate"), ("DELETED", "vanish")]
     assert sorted(events[2:]) == [("ADDED", "fresh"), ("ADDED", "recreate"), ("MODIFIED", "keep")]
-    deleted = [o for o in recorder.objects if o["metadata"]["name"] == "recreate"][0]
+    deleted = next(o for o in recorder.objects if o["metadata"]["name"] == "recreate")
     assert deleted["metadata"]["uid"] == old_uid  # the last known object is handed over
     assert reflector.keys() == ["fresh", "keep", "recreate"]
     wait_until(lambda: watch_requests(apiserver)[-1]["resourceVersion"]

@@ -110,12 +110,15 @@ class LeaderElector:
             self._renew_until_lost()
         finally:
             self._valid_until = None
-            if self._stop.is_set():
-                self._release()
-            else:
+            released = self._stop.is_set()
+            if not released:
                 _log.error("leader election: %s lost lease %s/%s", self.identity,
                            config.namespace, config.name)
-            on_stopped_leading()
+            try:
+                on_stopped_leading()  # leader work ends before anyone else may start
+            finally:
+                if released:
+                    self._release()
 
     def _renew_until_lost(self) -> None:
         while not self._stop.wait(self.config.retry_period):
