@@ -41,8 +41,11 @@ class Allocate:
             queue = session.queues.get(job.queue)
             if queue is None or not session.is_valid(job):
                 continue
-            tasks = [t for t in job.task_status_index.get(TaskStatus.PENDING, {}).values()
-                     if not t.best_effort and not t.sched_gated]
+            tasks = [
+                t
+                for t in job.task_status_index.get(TaskStatus.PENDING, {}).values()
+                if not t.best_effort and not t.sched_gated
+            ]
             if not tasks:
                 continue
             pending_tasks[job.uid] = PriorityQueue(session.task_order, tasks)
@@ -60,9 +63,8 @@ class Allocate:
             if not jobs:
                 continue
             job = jobs.pop()
-            tasks = pending_tasks[job.uid]
             statement = Statement(session)
-            yielded = self._allocate_tasks(session, queue, job, tasks, statement)
+            yielded = self._allocate_tasks(session, queue, job, pending_tasks[job.uid], statement)
             if session.job_ready(job):
                 statement.commit()
                 if yielded:
@@ -72,23 +74,40 @@ class Allocate:
             queues.push(queue)
 
     @staticmethod
-    def _explain_overused(session: Session, queue: QueueInfo, jobs: PriorityQueue[JobInfo],
-                          pending_tasks: dict[str, PriorityQueue[TaskInfo]]) -> None:
+    def _explain_overused(
+        session: Session,
+        queue: QueueInfo,
+        jobs: PriorityQueue[JobInfo],
+        pending_tasks: dict[str, PriorityQueue[TaskInfo]],
+    ) -> None:
         """Give each job left in an overused queue a reason on its next task."""
         while jobs:
             job = jobs.pop()
             tasks = pending_tasks[job.uid]
-            task = next((t for t in (tasks.pop() for _ in range(len(tasks)))
-                         if t.status is TaskStatus.PENDING), None)
+            task = next(
+                (
+                    t
+                    for t in (tasks.pop() for _ in range(len(tasks)))
+                    if t.status is TaskStatus.PENDING
+                ),
+                None,
+            )
             if task is None or task.uid in job.nodes_fit_errors:
                 continue
             _, errors = feasible_nodes(session, task)
             job.nodes_fit_errors[task.uid] = errors or FitErrors(
                 nodes=len(session.table),
-                error=f"queue {queue.name} is overused: its allocation has reached its deserved share")
+                error=f"queue {queue.name} is overused: its allocation has reached its deserved share",
+            )
 
-    def _allocate_tasks(self, session: Session, queue: QueueInfo, job: JobInfo,
-                        tasks: PriorityQueue[TaskInfo], statement: Statement) -> bool:
+    def _allocate_tasks(
+        self,
+        session: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        tasks: PriorityQueue[TaskInfo],
+        statement: Statement,
+    ) -> bool:
         """Place tasks until the job is ready or one fails; True when it yielded its turn."""
         while tasks:
             task = tasks.pop()
@@ -99,7 +118,9 @@ class Allocate:
                 _, errors = feasible_nodes(session, task)
                 job.nodes_fit_errors[task.uid] = errors or FitErrors(
                     nodes=len(session.table),
-                    error=f"queue {queue.name} has no room for task {task.name} within its deserved share")
+                    error=f"queue {queue.name} has no room for task {task.name} "
+                    "within its deserved share",
+                )
                 continue
             rows, errors = feasible_nodes(session, task)
             if errors is not None:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.cluster.manifests import Manifest  # noqa: E402
-from scheduler.conf import load_conf  # noqa: E402
-from scheduler.simulate import build_simulation  # noqa: E402
+from scheduler.cluster.manifests import Manifest
+from scheduler.conf import load_conf
+from scheduler.simulate import build_simulation
 
 ZONES = ("zone-a", "zone-b", "zone-c", "zone-d")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "binpack.conf"
@@ -34,11 +34,22 @@ def synthetic_cluster(nodes: int, pods: int, seed: int) -> list[Manifest]:
     out: list[Manifest] = []
     for i in range(nodes):
         cpu = rng.choice((32, 64, 96))
-        out.append(Manifest("bench", {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": f"node-{i:05d}", "labels": {"zone": ZONES[i % len(ZONES)]}},
-            "status": {"allocatable": {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110"}},
-        }))
+        out.append(
+            Manifest(
+                "bench",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": f"node-{i:05d}",
+                        "labels": {"zone": ZONES[i % len(ZONES)]},
+                    },
+                    "status": {
+                        "allocatable": {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110"}
+                    },
+                },
+            )
+        )
     created, job = 0, 0
     while created < pods:
         size = min(rng.randint(1, 16), pods - created)
@@ -46,25 +57,45 @@ def synthetic_cluster(nodes: int, pods: int, seed: int) -> list[Manifest]:
         cpu = rng.choice(("500m", "1", "2", "4"))
         memory = rng.choice(("1Gi", "2Gi", "4Gi", "8Gi"))
         selector = {"zone": rng.choice(ZONES)} if rng.random() < 0.2 else None
-        out.append(Manifest("bench", {
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": "bench"},
-            "spec": {"minMember": size, "queue": "default"},
-        }))
+        out.append(
+            Manifest(
+                "bench",
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": name, "namespace": "bench"},
+                    "spec": {"minMember": size, "queue": "default"},
+                },
+            )
+        )
         for t in range(size):
             spec: dict[str, object] = {
                 "schedulerName": "volcano",
-                "containers": [{"name": "main", "image": "busybox",
-                                "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                    }
+                ],
             }
             if selector:
                 spec["nodeSelector"] = selector
-            out.append(Manifest("bench", {
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": f"{name}-task-{t}", "namespace": "bench",
-                             "annotations": {"scheduling.k8s.io/group-name": name}},
-                "spec": spec,
-            }))
+            out.append(
+                Manifest(
+                    "bench",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": f"{name}-task-{t}",
+                            "namespace": "bench",
+                            "annotations": {"scheduling.k8s.io/group-name": name},
+                        },
+                        "spec": spec,
+                    },
+                )
+            )
         created += size
         job += 1
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from plugins.binpack import Binpack
 from plugins.conformance import Conformance
 from plugins.drf import Drf
@@ -14,7 +16,7 @@ from plugins.proportion import Proportion
 
 __all__ = ["PLUGINS"]
 
-PLUGINS: dict[str, type] = {
+PLUGINS: dict[str, Any] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Drf, Proportion, Overcommit, Predicates, NodeOrder,
                 Binpack)

@@ -72,8 +72,8 @@ class Binpack(PluginBase[BinpackArgs]):
             return np.zeros(len(candidates))
         if not cols:
             return np.zeros(len(candidates))
-        used = table.used[np.ix_(candidates, cols)] + np.array(requests)
-        allocatable = table.allocatable[np.ix_(candidates, cols)]
+        used = table.used[np.ix_(candidates, np.array(cols, dtype=np.intp))] + np.array(requests)
+        allocatable = table.allocatable[np.ix_(candidates, np.array(cols, dtype=np.intp))]
         overflow = np.any((allocatable > 0) & (used > allocatable), axis=1)
         ratio = np.where(allocatable > 0, used / np.where(allocatable > 0, allocatable, 1.0), 0.0)
         score = (ratio * np.array(weights)).sum(axis=1) / weight_sum * 100.0 * self.args.weight

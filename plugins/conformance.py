@@ -19,8 +19,12 @@ def _evictable(task: TaskInfo) -> bool:
 class Conformance(PluginBase[NoArgs]):
     NAME = "conformance"
 
-    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    def preemptable(
+        self, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
         return [t for t in candidates if _evictable(t)], Vote.PERMIT
 
-    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    def reclaimable(
+        self, reclaimer: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
         return [t for t in candidates if _evictable(t)], Vote.PERMIT

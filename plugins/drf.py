@@ -38,9 +38,11 @@ class Drf(PluginBase[NoArgs]):
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
         self.allocated: dict[JobID, Resource] = {
-            uid: job.allocated.clone() for uid, job in session.jobs.items()}
+            uid: job.allocated.clone() for uid, job in session.jobs.items()
+        }
         self.shares: dict[JobID, float] = {
-            uid: dominant_share(res, session.total_resource) for uid, res in self.allocated.items()}
+            uid: dominant_share(res, session.total_resource) for uid, res in self.allocated.items()
+        }
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         ls, rs = self.shares.get(left.uid, 0.0), self.shares.get(right.uid, 0.0)
@@ -64,7 +66,9 @@ class Drf(PluginBase[NoArgs]):
     def on_deallocate(self, task: TaskInfo) -> None:
         self._update(task, -1)
 
-    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    def preemptable(
+        self, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
         total = self.ssn.total_resource
         mine = self.allocated.get(preemptor.job, Resource()).clone().add(preemptor.resreq)
         my_share = dominant_share(mine, total)

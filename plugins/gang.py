@@ -44,20 +44,28 @@ class Gang(PluginBase[NoArgs]):
         role = _roles_satisfied(job, _VALID)
         if role is not None:
             valid = job.role_counts(_VALID)[role]
-            return ("NotEnoughPodsOfTask",
-                    f"Not enough valid pods of task {role} for gang-scheduling, "
-                    f"valid: {valid}, min: {job.min_task_member[role]}")
+            return (
+                "NotEnoughPodsOfTask",
+                f"Not enough valid pods of task {role} for gang-scheduling, "
+                f"valid: {valid}, min: {job.min_task_member[role]}",
+            )
         valid = job.valid_task_num()
         if valid < job.min_available:
-            return ("NotEnoughTasks",
-                    f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_available}")
+            return (
+                "NotEnoughTasks",
+                "Not enough valid tasks for gang-scheduling, "
+                f"valid: {valid}, min: {job.min_available}",
+            )
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
         return job.is_ready() and _roles_satisfied(job, READY_STATUS) is None
 
     def job_pipelined(self, job: JobInfo) -> Vote:
-        if job.is_pipelined() and _roles_satisfied(job, READY_STATUS | TaskStatus.PIPELINED) is None:
+        if (
+            job.is_pipelined()
+            and _roles_satisfied(job, READY_STATUS | TaskStatus.PIPELINED) is None
+        ):
             return Vote.PERMIT
         return Vote.REJECT
 
@@ -83,10 +91,14 @@ class Gang(PluginBase[NoArgs]):
                 victims.append(task)
         return victims, Vote.PERMIT
 
-    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    def preemptable(
+        self, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
         return self._victims(candidates)
 
-    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    def reclaimable(
+        self, reclaimer: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
         return self._victims(candidates)
 
     def on_session_close(self, session: Session) -> None:
@@ -96,24 +108,40 @@ class Gang(PluginBase[NoArgs]):
                 continue
             if job.is_ready():
                 if job.task_status_index.get(TaskStatus.PENDING) or job.count(READY_STATUS):
-                    session.update_podgroup_condition(job, {
-                        "type": "Scheduled", "status": "True", "transitionID": session.uid,
-                        "lastTransitionTime": now, "reason": "tasks in gang are ready to be scheduled",
-                        "message": "",
-                    })
+                    session.update_podgroup_condition(
+                        job,
+                        {
+                            "type": "Scheduled",
+                            "status": "True",
+                            "transitionID": session.uid,
+                            "lastTransitionTime": now,
+                            "reason": "tasks in gang are ready to be scheduled",
+                            "message": "",
+                        },
+                    )
                     _clear_unschedulable(job)
                 continue
             pending = job.task_status_index.get(TaskStatus.PENDING, {}).values()
             schedulable = job.ready_task_num() + sum(1 for t in pending if t.last_node)
-            message = (f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang "
-                       f"unschedulable: {job.fit_error()}")
+            message = (
+                f"{job.min_available - schedulable}/{len(job.tasks)} tasks in gang "
+                f"unschedulable: {job.fit_error()}"
+            )
             job.job_fit_error = message
-            session.update_podgroup_condition(job, {
-                "type": "Unschedulable", "status": "True", "transitionID": session.uid,
-                "lastTransitionTime": now, "reason": "NotEnoughResources", "message": message,
-            })
+            session.update_podgroup_condition(
+                job,
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "transitionID": session.uid,
+                    "lastTransitionTime": now,
+                    "reason": "NotEnoughResources",
+                    "message": message,
+                },
+            )
 
 
 def _clear_unschedulable(job: JobInfo) -> None:
-    job.podgroup.conditions = [c for c in job.podgroup.conditions
-                               if not (c.get("type") == "Unschedulable")]
+    job.podgroup.conditions = [
+        c for c in job.podgroup.conditions if c.get("type") != "Unschedulable"
+    ]

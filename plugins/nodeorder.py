@@ -36,13 +36,14 @@ class NodeOrderArgs:
     pod_topology_spread: int = arg("podtopologyspread.weight", 2)
 
 
-def _fractions(task: TaskInfo, table: NodeTable, rows: IntArray,
-               names: list[str]) -> tuple[FloatArray, FloatArray]:
+def _fractions(
+    task: TaskInfo, table: NodeTable, rows: IntArray, names: list[str]
+) -> tuple[FloatArray, FloatArray]:
     """Requested-after-placement and allocatable for ``names`` on ``rows``."""
     cols = [table.dim_index[n] for n in names if n in table.dim_index]
     request = table.vector(task.resreq)[cols]
-    requested = table.used[np.ix_(rows, cols)] + request
-    allocatable = table.allocatable[np.ix_(rows, cols)]
+    requested = table.used[np.ix_(rows, np.array(cols, dtype=np.intp))] + request
+    allocatable = table.allocatable[np.ix_(rows, np.array(cols, dtype=np.intp))]
     return requested, allocatable
 
 
@@ -65,12 +66,18 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
             requested, allocatable = _fractions(task, table, candidates, [CPU, MEMORY])
             safe = np.where(allocatable > 0, allocatable, 1.0)
             if args.least_requested:
-                per = np.where((allocatable > 0) & (requested <= allocatable),
-                               np.floor((allocatable - requested) * MAX_SCORE / safe), 0.0)
+                per = np.where(
+                    (allocatable > 0) & (requested <= allocatable),
+                    np.floor((allocatable - requested) * MAX_SCORE / safe),
+                    0.0,
+                )
                 total += np.floor(per.mean(axis=1)) * args.least_requested
             if args.most_requested:
-                per = np.where(allocatable > 0,
-                               np.floor(np.minimum(requested, allocatable) * MAX_SCORE / safe), 0.0)
+                per = np.where(
+                    allocatable > 0,
+                    np.floor(np.minimum(requested, allocatable) * MAX_SCORE / safe),
+                    0.0,
+                )
                 total += np.floor(per.mean(axis=1)) * args.most_requested
         if args.balanced_resource:
             names = [CPU, MEMORY] + [n for n in ("nvidia.com/gpu",) if task.resreq.get(n) > 0]
@@ -91,9 +98,18 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
     def _taint_scores(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         group_ids, groups = table.taint_groups()
         tolerations = [t for t in task.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
-        per_group = np.array([
-            sum(1 for taint in taints if taint.effect == "PreferNoSchedule"
-                and not any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations))
-            for taints in groups
-        ], dtype=float)
+        per_group = np.array(
+            [
+                sum(
+                    1
+                    for taint in taints
+                    if taint.effect == "PreferNoSchedule"
+                    and not any(
+                        t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations
+                    )
+                )
+                for taints in groups
+            ],
+            dtype=float,
+        )
         return _normalise(per_group[group_ids[candidates]], reverse=True)

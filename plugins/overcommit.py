@@ -44,8 +44,10 @@ class Overcommit(PluginBase[OvercommitArgs]):
                 continue
             if job.podgroup.phase == PHASE_INQUEUE:
                 self.inqueue.add(minimum)
-            elif (job.podgroup.phase == PHASE_RUNNING
-                  and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member):
+            elif (
+                job.podgroup.phase == PHASE_RUNNING
+                and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member
+            ):
                 self.inqueue.add(minimum.exceeded_part(job.allocated))
 
     def job_enqueueable(self, job: JobInfo) -> Vote:

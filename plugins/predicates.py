@@ -76,9 +76,13 @@ class Predicates(PluginBase[PredicatesArgs]):
             return cached
         spec = task.spec
         tolerates_unschedulable = any(
-            t.tolerates(_UNSCHEDULABLE_TAINT, "", "NoSchedule") for t in spec.tolerations)
-        unschedulable = (np.zeros(len(table), dtype=bool) if tolerates_unschedulable
-                         else table.unschedulable.copy())
+            t.tolerates(_UNSCHEDULABLE_TAINT, "", "NoSchedule") for t in spec.tolerations
+        )
+        unschedulable = (
+            np.zeros(len(table), dtype=bool)
+            if tolerates_unschedulable
+            else table.unschedulable.copy()
+        )
         ones = np.ones(len(table), dtype=bool)
         affinity = affinity_mask(table, spec) if self.args.node_affinity else ones
         taint_ok = ones.copy()
@@ -94,8 +98,9 @@ class Predicates(PluginBase[PredicatesArgs]):
                 failed = np.isin(group_ids, gids)
                 taint_reasons.append((failed, reason))
                 taint_ok &= ~failed
-        cached = _Static(unschedulable, affinity, taint_ok, taint_reasons,
-                         ~unschedulable & affinity & taint_ok)
+        cached = _Static(
+            unschedulable, affinity, taint_ok, taint_reasons, ~unschedulable & affinity & taint_ok
+        )
         self._static[key] = cached
         return cached
 
@@ -110,9 +115,12 @@ class Predicates(PluginBase[PredicatesArgs]):
             if not node.host_ports:
                 continue
             for want in task.spec.host_ports:
-                if any(have.port == want.port and have.protocol == want.protocol
-                       and (have.ip == want.ip or "0.0.0.0" in (have.ip, want.ip))
-                       for have in node.host_ports):
+                if any(
+                    have.port == want.port
+                    and have.protocol == want.protocol
+                    and (have.ip == want.ip or "0.0.0.0" in (have.ip, want.ip))
+                    for have in node.host_ports
+                ):
                     mask[i] = False
                     break
         return mask
@@ -123,8 +131,9 @@ class Predicates(PluginBase[PredicatesArgs]):
             mask &= self._ports_ok(task, table)
         return mask
 
-    def predicate_reasons(self, task: TaskInfo, table: NodeTable,
-                          alive: BoolArray) -> list[tuple[BoolArray, str]]:
+    def predicate_reasons(
+        self, task: TaskInfo, table: NodeTable, alive: BoolArray
+    ) -> list[tuple[BoolArray, str]]:
         static = self._static_masks(task, table)
         out: list[tuple[BoolArray, str]] = [
             (~self._pods_ok(table), REASON_PODS),

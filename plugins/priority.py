@@ -23,7 +23,9 @@ class Priority(PluginBase[NoArgs]):
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         return (right.priority > left.priority) - (right.priority < left.priority)
 
-    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+    def preemptable(
+        self, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
         jobs = self.ssn.jobs
         preemptor_job = jobs.get(preemptor.job)
         victims = []

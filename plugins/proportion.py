@@ -84,9 +84,9 @@ class Proportion(PluginBase[NoArgs]):
         total = session.total_resource.without(PODS)
         self.attrs: dict[QueueID, QueueAttr] = {}
         guarantees = Resource()
-        for queue in session.queues.values():
-            if queue.guarantee is not None:
-                guarantees.add(queue.guarantee)
+        for candidate in session.queues.values():
+            if candidate.guarantee is not None:
+                guarantees.add(candidate.guarantee)
         for job in session.jobs.values():
             queue = session.queues.get(job.queue)
             if queue is None:
@@ -105,8 +105,10 @@ class Proportion(PluginBase[NoArgs]):
             if minimum is not None:
                 if job.podgroup.phase == PHASE_INQUEUE:
                     attr.inqueue.add(minimum)
-                elif (job.podgroup.phase == PHASE_RUNNING
-                      and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member):
+                elif (
+                    job.podgroup.phase == PHASE_RUNNING
+                    and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member
+                ):
                     attr.inqueue.add(minimum.exceeded_part(job.allocated))
                 attr.elastic.add(job.allocated.without(PODS).exceeded_part(minimum))
         compute_deserved(list(self.attrs.values()), total)
@@ -119,7 +121,9 @@ class Proportion(PluginBase[NoArgs]):
         real = total.clone().sub(guarantees).add(guarantee)
         if queue.capability is not None:
             real.min_dimension(queue.capability, Default.INFINITY)
-        return QueueAttr(queue=queue, weight=queue.weight, guarantee=guarantee, real_capability=real)
+        return QueueAttr(
+            queue=queue, weight=queue.weight, guarantee=guarantee, real_capability=real
+        )
 
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
         if left.priority != right.priority:
@@ -154,8 +158,10 @@ class Proportion(PluginBase[NoArgs]):
         needed = minimum.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
         if needed.less_equal_with_dimension(attr.real_capability, _dims(minimum)):
             return Vote.PERMIT
-        job.enqueue_message = (f"queue resource quota insufficient: queue {queue.name} "
-                               f"cannot admit minResources <{minimum}>")
+        job.enqueue_message = (
+            f"queue resource quota insufficient: queue {queue.name} "
+            f"cannot admit minResources <{minimum}>"
+        )
         return Vote.REJECT
 
     def job_enqueued(self, job: JobInfo) -> None:

@@ -28,8 +28,13 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    result = run_simulation(manifests, conf=conf, scheduler_names=args.scheduler_name or ["volcano"],
-                            seed=args.seed, max_cycles=args.max_cycles)
+    result = run_simulation(
+        manifests,
+        conf=conf,
+        scheduler_names=args.scheduler_name or ["volcano"],
+        seed=args.seed,
+        max_cycles=args.max_cycles,
+    )
     objects = result.cluster.all_objects()
     if args.output == "table":
         sys.stdout.write(render_table(objects))
@@ -54,14 +59,22 @@ def _conf_check(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lahar", description="A Volcano-style batch scheduler "
-                                     "for Kubernetes with GPU/RDMA/FPGA device sharing.")
+    parser = argparse.ArgumentParser(
+        prog="lahar",
+        description="A Volcano-style batch scheduler "
+        "for Kubernetes with GPU/RDMA/FPGA device sharing.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="schedule Kubernetes manifests on the embedded cluster")
-    sim.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON manifests (multi-document or v1 List)")
+    sim.add_argument(
+        "files", nargs="+", metavar="FILE", help="YAML/JSON manifests (multi-document or v1 List)"
+    )
     sim.add_argument("--conf", help="scheduler conf (Volcano format); built-in default if omitted")
-    sim.add_argument("--scheduler-name", action="append",
-                     help="schedulerName of the pods to schedule (repeatable; default volcano)")
+    sim.add_argument(
+        "--scheduler-name",
+        action="append",
+        help="schedulerName of the pods to schedule (repeatable; default volcano)",
+    )
     sim.add_argument("--seed", type=int, default=0, help="random seed for tie-breaks (default 0)")
     sim.add_argument("--max-cycles", type=int, default=100, help="stop after this many cycles")
     sim.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")

@@ -61,13 +61,31 @@ tiers:
 """
 
 PLUGIN_FLAGS = (
-    "enableJobOrder", "enableHierarchy", "enableJobReady", "enableJobPipelined",
-    "enableTaskOrder", "enablePreemptable", "enableReclaimable", "enablePreemptive",
-    "enableQueueOrder", "enabledClusterOrder", "enablePredicate", "enableBestNode",
-    "enableNodeOrder", "enableTargetJob", "enableReservedNodes", "enableJobEnqueued",
-    "enabledVictim", "enableJobStarving", "enabledOverused", "enabledAllocatable",
-    "enabledHyperNodeOrder", "enabledSubJobReady", "enabledSubJobPipelined",
-    "enabledSubJobOrder", "enabledHyperNodeGradient",
+    "enableJobOrder",
+    "enableHierarchy",
+    "enableJobReady",
+    "enableJobPipelined",
+    "enableTaskOrder",
+    "enablePreemptable",
+    "enableReclaimable",
+    "enablePreemptive",
+    "enableQueueOrder",
+    "enabledClusterOrder",
+    "enablePredicate",
+    "enableBestNode",
+    "enableNodeOrder",
+    "enableTargetJob",
+    "enableReservedNodes",
+    "enableJobEnqueued",
+    "enabledVictim",
+    "enableJobStarving",
+    "enabledOverused",
+    "enabledAllocatable",
+    "enabledHyperNodeOrder",
+    "enabledSubJobReady",
+    "enabledSubJobPipelined",
+    "enabledSubJobOrder",
+    "enabledHyperNodeGradient",
 )
 _FLAG_DEFAULT_OFF = {"enableHierarchy", "enabledClusterOrder"}
 
@@ -147,7 +165,9 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
     actions = tuple(a.strip() for a in actions_text.split(",") if a.strip())
     for action in actions:
         if action not in ACTIONS:
-            raise ConfError(f"{source}: unknown action {action!r} (known: {', '.join(sorted(ACTIONS))})")
+            raise ConfError(
+                f"{source}: unknown action {action!r} (known: {', '.join(sorted(ACTIONS))})"
+            )
     raw_tiers = raw.get("tiers") or []
     if not isinstance(raw_tiers, Sequence) or isinstance(raw_tiers, str):
         raise ConfError(f"{source}: tiers must be a list")
@@ -156,8 +176,12 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
         plugins = (tier or {}).get("plugins") if isinstance(tier, Mapping) else None
         if not isinstance(plugins, Sequence) or isinstance(plugins, str):
             raise ConfError(f"{source}: tiers[{t}].plugins must be a list")
-        tiers.append(tuple(_plugin(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
-                           for i, p in enumerate(plugins)))
+        tiers.append(
+            tuple(
+                _plugin(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
+                for i, p in enumerate(plugins)
+            )
+        )
     _check_combinations(tiers, source)
     configurations: dict[str, Mapping[str, Any]] = {}
     for i, entry in enumerate(raw.get("configurations") or []):
@@ -175,9 +199,14 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
             warnings.append(f"{source}: unknown top-level key {key!r} ignored")
     for warning in warnings:
         log.warning("conf", message=warning)
-    return SchedulerConf(actions=actions, tiers=tuple(tiers), configurations=configurations,
-                         metrics={str(k): str(v) for k, v in metrics.items()}, source=source,
-                         warnings=tuple(warnings))
+    return SchedulerConf(
+        actions=actions,
+        tiers=tuple(tiers),
+        configurations=configurations,
+        metrics={str(k): str(v) for k, v in metrics.items()},
+        source=source,
+        warnings=tuple(warnings),
+    )
 
 
 def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> None:
@@ -185,8 +214,10 @@ def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> N
         names = {p.name for p in tier}
         hierarchical_drf = any(p.name == "drf" and p.flags.get("enableHierarchy") for p in tier)
         if hierarchical_drf and "proportion" in names:
-            raise ConfError(f"{source}: tiers[{t}]: drf with enableHierarchy cannot be combined "
-                            f"with proportion in the same tier")
+            raise ConfError(
+                f"{source}: tiers[{t}]: drf with enableHierarchy cannot be combined "
+                f"with proportion in the same tier"
+            )
 
 
 def load_conf(path: str | Path | None) -> SchedulerConf:

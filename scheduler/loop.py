@@ -60,12 +60,20 @@ class Scheduler:
 
     def open_session(self) -> Session:
         conf = self.conf
-        tiers = [[PluginEntry(PLUGINS[option.name](option.args), option.flags, t)
-                  for option in tier] for t, tier in enumerate(conf.tiers)]
+        tiers = [
+            [PluginEntry(PLUGINS[option.name](option.args), option.flags, t) for option in tier]
+            for t, tier in enumerate(conf.tiers)
+        ]
         session = Session(
-            self.cache.snapshot(), tiers=tiers, sink=self.cache,
-            configurations=conf.configurations, clock=self.clock, rng=self.rng,
-            enabled_actions=conf.actions, sampling=self.sampling, cursor=self.cursor,
+            self.cache.snapshot(),
+            tiers=tiers,
+            sink=self.cache,
+            configurations=conf.configurations,
+            clock=self.clock,
+            rng=self.rng,
+            enabled_actions=conf.actions,
+            sampling=self.sampling,
+            cursor=self.cursor,
         )
         session.open()
         return session

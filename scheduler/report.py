@@ -34,8 +34,10 @@ def _usage(name: str, used: float, total: float) -> str:
 
 def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            for row in rows]
+    return [
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
 
 
 def _pending_reason(pod: Mapping[str, Any]) -> str:
@@ -69,12 +71,20 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
     for node_obj in by_kind.get("Node", []):
         node = node_from_object(node_obj)
         usage = used.get(node.name, Resource())
-        others = [f"{name} {_usage(name, usage.get(name), node.allocatable.get(name))}"
-                  for name in sorted(node.allocatable.scalars) if name != PODS]
-        rows.append([node.name, ", ".join(placed.get(node.name, [])) or "-",
-                     _usage(CPU, usage.milli_cpu, node.allocatable.milli_cpu),
-                     _usage(MEMORY, usage.memory, node.allocatable.memory),
-                     "; ".join(others) or "-"])
+        others = [
+            f"{name} {_usage(name, usage.get(name), node.allocatable.get(name))}"
+            for name in sorted(node.allocatable.scalars)
+            if name != PODS
+        ]
+        rows.append(
+            [
+                node.name,
+                ", ".join(placed.get(node.name, [])) or "-",
+                _usage(CPU, usage.milli_cpu, node.allocatable.milli_cpu),
+                _usage(MEMORY, usage.memory, node.allocatable.memory),
+                "; ".join(others) or "-",
+            ]
+        )
     lines += _table(rows)
     lines.append("")
     if pending:
@@ -82,8 +92,13 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
         for pod in pending:
             meta = pod.get("metadata") or {}
             group = (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name", "-")
-            rows.append([f"{meta.get('namespace', 'default')}/{meta.get('name')}", group,
-                         _pending_reason(pod)])
+            rows.append(
+                [
+                    f"{meta.get('namespace', 'default')}/{meta.get('name')}",
+                    group,
+                    _pending_reason(pod),
+                ]
+            )
         lines += _table(rows)
     else:
         lines.append("No pending pods.")
@@ -92,9 +107,19 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
         lines.append("")
         rows = [["PODGROUP", "QUEUE", "PHASE", "RUNNING", "MIN"]]
         for group in groups:
-            meta, spec, status = group["metadata"], group.get("spec") or {}, group.get("status") or {}
-            rows.append([f"{meta.get('namespace', 'default')}/{meta['name']}",
-                         str(spec.get("queue", "default")), str(status.get("phase", "Pending")),
-                         str(status.get("running", 0)), str(spec.get("minMember", 1))])
+            meta, spec, status = (
+                group["metadata"],
+                group.get("spec") or {},
+                group.get("status") or {},
+            )
+            rows.append(
+                [
+                    f"{meta.get('namespace', 'default')}/{meta['name']}",
+                    str(spec.get("queue", "default")),
+                    str(status.get("phase", "Pending")),
+                    str(status.get("running", 0)),
+                    str(spec.get("minMember", 1)),
+                ]
+            )
         lines += _table(rows)
     return "\n".join(lines) + "\n"

@@ -60,7 +60,8 @@ def run_simulation(
     period: float = 1.0,
 ) -> SimulationResult:
     cluster, cache, scheduler = build_simulation(
-        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed)
+        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed
+    )
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()
     while result.cycles < max_cycles:

@@ -14,15 +14,30 @@ from scheduler.simulate import SimulationResult, run_simulation
 Obj = dict[str, Any]
 
 
-def make_node(name: str, *, cpu: str = "4", memory: str = "8Gi", pods: str = "110",
-              labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, str]] = (),
-              unschedulable: bool = False, extra: Mapping[str, str] | None = None,
-              annotations: Mapping[str, str] | None = None) -> Obj:
+def make_node(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str = "110",
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+    extra: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
     allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    node: Obj = {"apiVersion": "v1", "kind": "Node",
-                 "metadata": {"name": name, "labels": dict(labels or {}),
-                              "annotations": dict(annotations or {})},
-                 "spec": {}, "status": {"allocatable": allocatable, "capacity": dict(allocatable)}}
+    node: Obj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
+    }
     if taints:
         node["spec"]["taints"] = [dict(t) for t in taints]
     if unschedulable:
@@ -30,14 +45,27 @@ def make_node(name: str, *, cpu: str = "4", memory: str = "8Gi", pods: str = "11
     return node
 
 
-def make_pod(name: str, *, cpu: str | None = "1", memory: str | None = None, group: str | None = None,
-             namespace: str = "default", node: str | None = None, phase: str | None = None,
-             scheduler: str = "volcano", priority: int | None = None,
-             priority_class: str | None = None, node_selector: Mapping[str, str] | None = None,
-             tolerations: Sequence[Mapping[str, str]] = (), host_port: int | None = None,
-             affinity: Mapping[str, Any] | None = None, limits: Mapping[str, str] | None = None,
-             annotations: Mapping[str, str] | None = None, deleting: bool = False,
-             queue: str | None = None) -> Obj:
+def make_pod(
+    name: str,
+    *,
+    cpu: str | None = "1",
+    memory: str | None = None,
+    group: str | None = None,
+    namespace: str = "default",
+    node: str | None = None,
+    phase: str | None = None,
+    scheduler: str = "volcano",
+    priority: int | None = None,
+    priority_class: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = (),
+    host_port: int | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    limits: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    deleting: bool = False,
+    queue: str | None = None,
+) -> Obj:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     container: Obj = {"name": "main", "image": "busybox", "resources": {"requests": requests}}
     if limits:
@@ -52,8 +80,13 @@ def make_pod(name: str, *, cpu: str | None = "1", memory: str | None = None, gro
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     spec: Obj = {"schedulerName": scheduler, "containers": [container]}
-    for key, value in (("nodeName", node), ("priority", priority), ("priorityClassName", priority_class),
-                       ("nodeSelector", node_selector), ("affinity", affinity)):
+    for key, value in (
+        ("nodeName", node),
+        ("priority", priority),
+        ("priorityClassName", priority_class),
+        ("nodeSelector", node_selector),
+        ("affinity", affinity),
+    ):
         if value is not None:
             spec[key] = value
     if tolerations:
@@ -64,9 +97,17 @@ def make_pod(name: str, *, cpu: str | None = "1", memory: str | None = None, gro
     return pod
 
 
-def make_podgroup(name: str, *, min_member: int = 1, queue: str = "default", namespace: str = "default",
-                  min_resources: Mapping[str, str] | None = None, priority_class: str | None = None,
-                  min_task_member: Mapping[str, int] | None = None, phase: str | None = None) -> Obj:
+def make_podgroup(
+    name: str,
+    *,
+    min_member: int = 1,
+    queue: str = "default",
+    namespace: str = "default",
+    min_resources: Mapping[str, str] | None = None,
+    priority_class: str | None = None,
+    min_task_member: Mapping[str, int] | None = None,
+    phase: str | None = None,
+) -> Obj:
     spec: Obj = {"minMember": min_member, "queue": queue}
     if min_resources is not None:
         spec["minResources"] = dict(min_resources)
@@ -74,34 +115,60 @@ def make_podgroup(name: str, *, min_member: int = 1, queue: str = "default", nam
         spec["priorityClassName"] = priority_class
     if min_task_member is not None:
         spec["minTaskMember"] = dict(min_task_member)
-    group: Obj = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                  "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    group: Obj = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
     if phase is not None:
         group["status"] = {"phase": phase}
     return group
 
 
-def make_queue(name: str, *, weight: int = 1, capability: Mapping[str, str] | None = None,
-               state: str | None = None, priority: int | None = None) -> Obj:
+def make_queue(
+    name: str,
+    *,
+    weight: int = 1,
+    capability: Mapping[str, str] | None = None,
+    state: str | None = None,
+    priority: int | None = None,
+) -> Obj:
     spec: Obj = {"weight": weight}
     if capability is not None:
         spec["capability"] = dict(capability)
     if priority is not None:
         spec["priority"] = priority
-    queue: Obj = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                  "metadata": {"name": name}, "spec": spec}
+    queue: Obj = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
     if state is not None:
         queue["status"] = {"state": state}
     return queue
 
 
 def make_priority_class(name: str, value: int, *, global_default: bool = False) -> Obj:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value, "globalDefault": global_default}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "globalDefault": global_default,
+    }
 
 
-def gang(name: str, size: int, *, min_member: int | None = None, cpu: str = "1",
-         queue: str = "default", **pod_kwargs: Any) -> list[Obj]:
+def gang(
+    name: str,
+    size: int,
+    *,
+    min_member: int | None = None,
+    cpu: str = "1",
+    queue: str = "default",
+    **pod_kwargs: Any,
+) -> list[Obj]:
     """A PodGroup and ``size`` pods named ``<name>-task-<i>``."""
     objs = [make_podgroup(name, min_member=size if min_member is None else min_member, queue=queue)]
     objs += [make_pod(f"{name}-task-{i}", cpu=cpu, group=name, **pod_kwargs) for i in range(size)]
@@ -134,8 +201,11 @@ class Run:
         return self.cluster.objects["Pod"][f"{namespace}/{name}"]
 
     def binds(self) -> dict[str, str]:
-        return {pod["metadata"]["name"]: pod["spec"]["nodeName"]
-                for pod in self.cluster.objects.get("Pod", {}).values() if pod["spec"].get("nodeName")}
+        return {
+            pod["metadata"]["name"]: pod["spec"]["nodeName"]
+            for pod in self.cluster.objects.get("Pod", {}).values()
+            if pod["spec"].get("nodeName")
+        }
 
     def node_of(self, name: str) -> str | None:
         return self.pod(name)["spec"].get("nodeName")
@@ -164,7 +234,8 @@ def conf_of(text: str | None) -> SchedulerConf:
     return load_conf(None) if text is None else parse_conf(text)
 
 
-def simulate(objects: Iterable[Obj], *, conf: str | None = None, seed: int = 0,
-             max_cycles: int = 20) -> Run:
+def simulate(
+    objects: Iterable[Obj], *, conf: str | None = None, seed: int = 0, max_cycles: int = 20
+) -> Run:
     manifests = [Manifest(f"test#{i}", obj) for i, obj in enumerate(objects)]
     return Run(run_simulation(manifests, conf=conf_of(conf), seed=seed, max_cycles=max_cycles))

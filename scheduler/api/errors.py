@@ -8,7 +8,9 @@ __all__ = ["ObjectError"]
 class ObjectError(ValueError):
     """A malformed object: ``<Kind> <namespace>/<name>: field <path>: <problem>``."""
 
-    def __init__(self, *, kind: str, name: str, field: str, problem: str, namespace: str = "") -> None:
+    def __init__(
+        self, *, kind: str, name: str, field: str, problem: str, namespace: str = ""
+    ) -> None:
         self.kind = kind
         self.name = name
         self.namespace = namespace

@@ -107,15 +107,18 @@ class JobInfo:
         return self.count(_VALID_STATUS)
 
     def pending_best_effort_num(self) -> int:
-        return sum(1 for t in self.task_status_index.get(TaskStatus.PENDING, {}).values()
-                   if t.best_effort)
+        return sum(
+            1 for t in self.task_status_index.get(TaskStatus.PENDING, {}).values() if t.best_effort
+        )
 
     def is_ready(self) -> bool:
         return self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
 
     def is_pipelined(self) -> bool:
-        return (self.waiting_task_num() + self.ready_task_num() + self.pending_best_effort_num()
-                >= self.min_available)
+        return (
+            self.waiting_task_num() + self.ready_task_num() + self.pending_best_effort_num()
+            >= self.min_available
+        )
 
     def is_starving(self) -> bool:
         return self.waiting_task_num() + self.ready_task_num() < self.min_available
@@ -144,22 +147,30 @@ class JobInfo:
         pending = self.task_status_index.get(TaskStatus.PENDING, {})
         reasons: Counter[str] = Counter()
         for task in pending.values():
-            reasons["Schedulable" if task.uid not in self.nodes_fit_errors and task.last_node
-                    else "Unschedulable"] += 1
+            reasons[
+                "Schedulable"
+                if task.uid not in self.nodes_fit_errors and task.last_node
+                else "Unschedulable"
+            ] += 1
         if reasons:
             message += "; Pending: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
         origin = next(((tid, fe) for tid, fe in self.nodes_fit_errors.items()), None)
         if origin is not None:
-            task = self.tasks.get(origin[0])
-            if task is not None:
-                message += f". Origin reason is {task.name}: {origin[1]}"
+            origin_task = self.tasks.get(origin[0])
+            if origin_task is not None:
+                message += f". Origin reason is {origin_task.name}: {origin[1]}"
         return message
 
     def clone(self) -> JobInfo:
         copy = JobInfo(
-            uid=self.uid, name=self.name, namespace=self.namespace,
-            podgroup=self.podgroup.clone(), queue=self.queue, priority=self.priority,
-            min_available=self.min_available, preemptable=self.preemptable,
+            uid=self.uid,
+            name=self.name,
+            namespace=self.namespace,
+            podgroup=self.podgroup.clone(),
+            queue=self.queue,
+            priority=self.priority,
+            min_available=self.min_available,
+            preemptable=self.preemptable,
         )
         for task in self.tasks.values():
             copy.add_task(task.clone())

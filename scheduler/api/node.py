@@ -109,11 +109,20 @@ class NodeInfo:
     def clone(self, tasks: Mapping[TaskID, TaskInfo] | None = None) -> NodeInfo:
         """A copy for a snapshot; ``tasks`` maps this node's task UIDs to the clones to use."""
         copy = NodeInfo(
-            name=self.name, allocatable=self.allocatable, capacity=self.capacity,
-            labels=self.labels, annotations=self.annotations, taints=self.taints,
-            unschedulable=self.unschedulable, ready=self.ready, idle=self.idle.clone(),
-            used=self.used.clone(), releasing=self.releasing.clone(),
-            pipelined=self.pipelined.clone(), node=self.node, index=self.index,
+            name=self.name,
+            allocatable=self.allocatable,
+            capacity=self.capacity,
+            labels=self.labels,
+            annotations=self.annotations,
+            taints=self.taints,
+            unschedulable=self.unschedulable,
+            ready=self.ready,
+            idle=self.idle.clone(),
+            used=self.used.clone(),
+            releasing=self.releasing.clone(),
+            pipelined=self.pipelined.clone(),
+            node=self.node,
+            index=self.index,
         )
         if tasks is None:
             copy.tasks = {uid: task.clone() for uid, task in self.tasks.items()}
@@ -138,20 +147,29 @@ def node_from_object(obj: Mapping[str, Any], *, ignored: frozenset[str] = frozen
     status = obj.get("status") or {}
     name = str(meta.get("name") or "")
     if not name:
-        raise ObjectError(kind="Node", name="<unnamed>", field="metadata.name", problem="is required")
+        raise ObjectError(
+            kind="Node", name="<unnamed>", field="metadata.name", problem="is required"
+        )
     try:
         capacity = resource_from_list(status.get("capacity"), ignored=ignored)
-        allocatable = resource_from_list(status.get("allocatable") or status.get("capacity"),
-                                         ignored=ignored)
+        allocatable = resource_from_list(
+            status.get("allocatable") or status.get("capacity"), ignored=ignored
+        )
     except QuantityError as exc:
-        raise ObjectError(kind="Node", name=name, field="status.allocatable", problem=str(exc)) from None
+        raise ObjectError(
+            kind="Node", name=name, field="status.allocatable", problem=str(exc)
+        ) from None
     for resource in (capacity, allocatable):
         resource.scalars.setdefault(PODS, 110.0)  # the kubelet's default when a manifest omits it
     taints = []
     for i, taint in enumerate(spec.get("taints") or []):
         if not isinstance(taint, Mapping) or not taint.get("key") or not taint.get("effect"):
-            raise ObjectError(kind="Node", name=name, field=f"spec.taints[{i}]",
-                              problem="a taint needs a key and an effect")
+            raise ObjectError(
+                kind="Node",
+                name=name,
+                field=f"spec.taints[{i}]",
+                problem="a taint needs a key and an effect",
+            )
         taints.append(Taint(str(taint["key"]), str(taint.get("value") or ""), str(taint["effect"])))
     ready = True
     for condition in status.get("conditions") or []:

@@ -103,7 +103,9 @@ def _term(raw: Mapping[str, Any], where: str, err: _Err) -> NodeSelectorTerm:
             if not isinstance(values, list):
                 raise err(path + ".values", "must be a list of strings")
             requirements.append(
-                NodeSelectorRequirement(expr["key"], operator, tuple(str(v) for v in values), is_field)
+                NodeSelectorRequirement(
+                    expr["key"], operator, tuple(str(v) for v in values), is_field
+                )
             )
     return NodeSelectorTerm(tuple(requirements))
 
@@ -114,37 +116,48 @@ class _Err:
         self.namespace = namespace
 
     def __call__(self, field: str, problem: str) -> ObjectError:
-        return ObjectError(kind="Pod", name=self.name, namespace=self.namespace, field=field,
-                           problem=problem)
+        return ObjectError(
+            kind="Pod", name=self.name, namespace=self.namespace, field=field, problem=problem
+        )
 
 
 def parse_pod_spec(pod: Mapping[str, Any]) -> PodSpecInfo:
     """Extract the static scheduling constraints of a pod; raises :class:`ObjectError`."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    err = _Err(str(meta.get("name", "")), str(meta.get("namespace", "")))
+    err = _Err(str(meta.get("name", "")), str(meta.get("namespace") or "default"))
     selector = spec.get("nodeSelector") or {}
     if not isinstance(selector, Mapping):
         raise err("spec.nodeSelector", "must be a map of strings")
     node_affinity = ((spec.get("affinity") or {}).get("nodeAffinity")) or {}
-    required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     required_terms = tuple(
         _term(t or {}, f"spec.affinity.nodeAffinity.required.nodeSelectorTerms[{i}]", err)
         for i, t in enumerate(required.get("nodeSelectorTerms") or [])
     )
     preferred_terms = []
-    for i, entry in enumerate(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+    for i, entry in enumerate(
+        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    ):
         where = f"spec.affinity.nodeAffinity.preferred[{i}]"
         weight = (entry or {}).get("weight", 0)
         if not isinstance(weight, int) or isinstance(weight, bool):
             raise err(where + ".weight", "must be an integer")
-        preferred_terms.append(PreferredTerm(weight, _term(entry.get("preference") or {}, where, err)))
+        preferred_terms.append(
+            PreferredTerm(weight, _term(entry.get("preference") or {}, where, err))
+        )
     tolerations = []
     for i, tol in enumerate(spec.get("tolerations") or []):
         if not isinstance(tol, Mapping):
             raise err(f"spec.tolerations[{i}]", "must be an object")
-        tolerations.append(Toleration(str(tol.get("key") or ""), str(tol.get("operator") or "Equal"),
-                                      str(tol.get("value") or ""), str(tol.get("effect") or "")))
+        tolerations.append(
+            Toleration(
+                str(tol.get("key") or ""),
+                str(tol.get("operator") or "Equal"),
+                str(tol.get("value") or ""),
+                str(tol.get("effect") or ""),
+            )
+        )
     ports = []
     for c_i, container in enumerate(spec.get("containers") or []):
         for p_i, port in enumerate((container or {}).get("ports") or []):
@@ -153,8 +166,13 @@ def parse_pod_spec(pod: Mapping[str, Any]) -> PodSpecInfo:
                 continue
             if not isinstance(host_port, int):
                 raise err(f"spec.containers[{c_i}].ports[{p_i}].hostPort", "must be an integer")
-            ports.append(HostPort(str(port.get("protocol") or "TCP"), host_port,
-                                  str(port.get("hostIP") or "0.0.0.0")))
+            ports.append(
+                HostPort(
+                    str(port.get("protocol") or "TCP"),
+                    host_port,
+                    str(port.get("hostIP") or "0.0.0.0"),
+                )
+            )
     return PodSpecInfo(
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
         required_terms=required_terms,
@@ -172,7 +190,9 @@ def _container_request(container: Mapping[str, Any], ignored: frozenset[str]) ->
     return resource_from_list(requests, ignored=ignored)
 
 
-def pod_requests(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset()) -> tuple[Resource, Resource]:
+def pod_requests(
+    pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset()
+) -> tuple[Resource, Resource]:
     """``(resreq, init_resreq)`` of a pod, each including ``pods: 1``.
 
     ``resreq`` sums the app containers (and restartable init containers, i.e. sidecars);
@@ -180,7 +200,7 @@ def pod_requests(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset(
     """
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    err = _Err(str(meta.get("name", "")), str(meta.get("namespace", "")))
+    err = _Err(str(meta.get("name", "")), str(meta.get("namespace") or "default"))
     total = Resource()
     try:
         for i, container in enumerate(spec.get("containers") or []):

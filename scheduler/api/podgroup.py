@@ -48,10 +48,22 @@ class PodGroup:
 
     def clone(self) -> PodGroup:
         return PodGroup(
-            self.name, self.namespace, self.uid, self.min_member, self.min_task_member,
-            self.min_resources, self.queue, self.priority_class_name, self.creation,
-            self.annotations, self.labels, self.phase, [dict(c) for c in self.conditions],
-            self.running, self.succeeded, self.failed,
+            self.name,
+            self.namespace,
+            self.uid,
+            self.min_member,
+            self.min_task_member,
+            self.min_resources,
+            self.queue,
+            self.priority_class_name,
+            self.creation,
+            self.annotations,
+            self.labels,
+            self.phase,
+            [dict(c) for c in self.conditions],
+            self.running,
+            self.succeeded,
+            self.failed,
         )
 
     def status_dict(self) -> dict[str, Any]:
@@ -81,8 +93,9 @@ def podgroup_from_object(obj: Mapping[str, Any], *, default_queue: str = "defaul
     namespace = str(meta.get("namespace") or "default")
 
     def err(field_name: str, problem: str) -> ObjectError:
-        return ObjectError(kind="PodGroup", name=name, namespace=namespace, field=field_name,
-                           problem=problem)
+        return ObjectError(
+            kind="PodGroup", name=name, namespace=namespace, field=field_name, problem=problem
+        )
 
     min_member = _int(spec.get("minMember", 1), err=err, field_name="spec.minMember")
     min_task_member = {}

@@ -71,7 +71,9 @@ def queue_from_object(obj: Mapping[str, Any]) -> QueueInfo:
         name=name,
         weight=weight,
         capability=resources(spec.get("capability"), "spec.capability"),
-        guarantee=resources((spec.get("guarantee") or {}).get("resource"), "spec.guarantee.resource"),
+        guarantee=resources(
+            (spec.get("guarantee") or {}).get("resource"), "spec.guarantee.resource"
+        ),
         deserved=resources(spec.get("deserved"), "spec.deserved"),
         reclaimable=True if reclaimable is None else bool(reclaimable),
         state=str(status.get("state") or QUEUE_OPEN),

@@ -63,8 +63,7 @@ class QuantityError(ValueError):
 def _parse(text: str) -> Decimal:
     match = _QUANTITY.match(text.strip())
     if not match:
-        raise QuantityError(f"quantities must match the regular expression "
-                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}")
+        raise QuantityError(f"{text!r} is not a valid quantity (examples: 500m, 2, 1.5, 16Gi, 1e3)")
     try:
         number = Decimal(match["num"])
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
@@ -112,7 +111,7 @@ def format_quantity(name: str, value: float) -> str:
         return str(int(value))
     if value % 1000 == 0:
         return str(int(value // 1000))
-    return f"{int(round(value))}m"
+    return f"{round(value)}m"
 
 
 class Default(Enum):
@@ -199,7 +198,7 @@ class Resource:
         return self.get(name) < MIN_RESOURCE
 
     def less_equal(self, other: Resource, default: Default = Default.ZERO) -> bool:
-        """Every dimension of ``self`` fits in ``other`` (missing right-hand dims per ``default``)."""
+        """Every dimension of ``self`` fits in ``other`` (missing dims: see ``default``)."""
         if not _le(self.milli_cpu, other.milli_cpu) or not _le(self.memory, other.memory):
             return False
         for name, value in self.scalars.items():
@@ -217,7 +216,9 @@ class Resource:
         """Compare only the named dimensions."""
         return all(_le(self.get(name), other.get(name)) for name in dims)
 
-    def first_insufficient(self, available: Resource, *, skip: Iterable[str] = (PODS,)) -> str | None:
+    def first_insufficient(
+        self, available: Resource, *, skip: Iterable[str] = (PODS,)
+    ) -> str | None:
         """The first dimension this request does not fit in ``available`` (cpu, memory, scalars)."""
         skipped = set(skip)
         if self.milli_cpu >= MIN_RESOURCE and not _le(self.milli_cpu, available.milli_cpu):
@@ -246,8 +247,10 @@ class Resource:
 
     def equal(self, other: Resource) -> bool:
         """Equal within the tolerance on every dimension of either side."""
-        return all(abs(self.get(n) - other.get(n)) < MIN_RESOURCE
-                   for n in set(self.names()) | set(other.names()))
+        return all(
+            abs(self.get(n) - other.get(n)) < MIN_RESOURCE
+            for n in set(self.names()) | set(other.names())
+        )
 
     def without(self, name: str) -> Resource:
         """A copy without scalar ``name`` (e.g. ``pods`` for share arithmetic)."""
@@ -257,7 +260,9 @@ class Resource:
 
     def exceeded_part(self, other: Resource) -> Resource:
         """``max(self - other, 0)`` per dimension."""
-        out = Resource(max(self.milli_cpu - other.milli_cpu, 0.0), max(self.memory - other.memory, 0.0))
+        out = Resource(
+            max(self.milli_cpu - other.milli_cpu, 0.0), max(self.memory - other.memory, 0.0)
+        )
         for name, value in self.scalars.items():
             out.scalars[name] = max(value - other.scalars.get(name, 0.0), 0.0)
         return out
@@ -265,7 +270,10 @@ class Resource:
     # -- presentation ---------------------------------------------------------------------
     def to_quantities(self, *, include_pods: bool = False) -> dict[str, str]:
         """A ResourceList-style mapping for status fields and tables."""
-        out = {CPU: format_quantity(CPU, self.milli_cpu), MEMORY: format_quantity(MEMORY, self.memory)}
+        out = {
+            CPU: format_quantity(CPU, self.milli_cpu),
+            MEMORY: format_quantity(MEMORY, self.memory),
+        }
         for name in sorted(self.scalars):
             if name == PODS and not include_pods:
                 continue

@@ -71,10 +71,26 @@ class TaskInfo:
 
     def clone(self) -> TaskInfo:
         return TaskInfo(
-            self.uid, self.name, self.namespace, self.job, self.resreq, self.init_resreq,
-            self.status, self.node_name, self.role, self.priority, self.preemptable,
-            self.best_effort, self.creation, self.scheduler_name, self.nominated_node,
-            self.sched_gated, self.spec, self.pod, dict(self.bind_annotations), self.last_node,
+            self.uid,
+            self.name,
+            self.namespace,
+            self.job,
+            self.resreq,
+            self.init_resreq,
+            self.status,
+            self.node_name,
+            self.role,
+            self.priority,
+            self.preemptable,
+            self.best_effort,
+            self.creation,
+            self.scheduler_name,
+            self.nominated_node,
+            self.sched_gated,
+            self.spec,
+            self.pod,
+            dict(self.bind_annotations),
+            self.last_node,
         )
 
 
@@ -113,7 +129,11 @@ def task_status_of(pod: Mapping[str, Any]) -> TaskStatus:
 
 def _group_of(meta: Mapping[str, Any]) -> str:
     annotations = meta.get("annotations") or {}
-    return str(annotations.get(GROUP_NAME_ANNOTATION) or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION) or "")
+    return str(
+        annotations.get(GROUP_NAME_ANNOTATION)
+        or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION)
+        or ""
+    )
 
 
 def _flag(value: object, default: bool) -> bool:
@@ -131,8 +151,13 @@ def task_from_pod(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
     if not isinstance(annotations, Mapping):
-        raise ObjectError(kind="Pod", name=name, namespace=namespace, field="metadata.annotations",
-                          problem="must be a map of strings")
+        raise ObjectError(
+            kind="Pod",
+            name=name,
+            namespace=namespace,
+            field="metadata.annotations",
+            problem="must be a map of strings",
+        )
     resreq, init_resreq = pod_requests(pod, ignored=ignored)
     group = _group_of(meta)
     priority = spec.get("priority")
@@ -143,9 +168,13 @@ def task_from_pod(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset
         try:
             priority = int(override)
         except (TypeError, ValueError):
-            raise ObjectError(kind="Pod", name=name, namespace=namespace,
-                              field=f"metadata.annotations[{TASK_PRIORITY_ANNOTATION}]",
-                              problem=f"must be an integer, got {override!r}") from None
+            raise ObjectError(
+                kind="Pod",
+                name=name,
+                namespace=namespace,
+                field=f"metadata.annotations[{TASK_PRIORITY_ANNOTATION}]",
+                problem=f"must be an integer, got {override!r}",
+            ) from None
     gates = spec.get("schedulingGates") or []
     return TaskInfo(
         uid=TaskID(str(meta.get("uid") or f"{namespace}/{name}")),

@@ -10,6 +10,7 @@ and the pod is rebuilt from its last known object, so it is retried next cycle.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -74,14 +75,23 @@ class SchedulerCache:
         """Run before each bind write (e.g. taking a device node lock); raising
         :class:`WriteError` fails the bind, which is rolled back and retried next cycle."""
         self._writes: deque[Callable[[], None]] = deque()
-        self.status = StatusRecorder(writer=writer, enqueue=self._writes.append, clock=clock,
-                                     now_text=lambda: rfc3339(self.clock()))
+        self.status = StatusRecorder(
+            writer=writer,
+            enqueue=self._writes.append,
+            clock=clock,
+            now_text=lambda: rfc3339(self.clock()),
+        )
 
     # -- events from the cluster ----------------------------------------------------------
     def apply(self, event: str, kind: str, obj: Mapping[str, Any]) -> None:
         """Take one watch event (``ADDED``/``MODIFIED``/``DELETED``) for a raw object."""
-        handler = {"Node": self._node, "Pod": self._pod, "PodGroup": self._podgroup,
-                   "Queue": self._queue, "PriorityClass": self._priority_class}.get(kind)
+        handler = {
+            "Node": self._node,
+            "Pod": self._pod,
+            "PodGroup": self._podgroup,
+            "Queue": self._queue,
+            "PriorityClass": self._priority_class,
+        }.get(kind)
         if handler is None:
             return
         with self.lock:
@@ -97,11 +107,20 @@ class SchedulerCache:
             return
         self.broken[key] = problem
         log.warning("object ignored", object=key, error=problem)
-        ref = ObjectRef(kind=kind, name=str(meta.get("name", "")),
-                        namespace=str(meta.get("namespace", "")), uid=str(meta.get("uid", "")))
-        self._writes.append(lambda: self.writer.record_event(
-            involved=ref, type="Warning", reason="FailedScheduling" if kind == "Pod" else "Invalid",
-            message=problem))
+        ref = ObjectRef(
+            kind=kind,
+            name=str(meta.get("name", "")),
+            namespace=str(meta.get("namespace", "")),
+            uid=str(meta.get("uid", "")),
+        )
+        self._writes.append(
+            lambda: self.writer.record_event(
+                involved=ref,
+                type="Warning",
+                reason="FailedScheduling" if kind == "Pod" else "Invalid",
+                message=problem,
+            )
+        )
 
     def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -186,8 +205,12 @@ class SchedulerCache:
             return
         value = obj.get("value", 0)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ObjectError(kind="PriorityClass", name=name, field="value",
-                              problem=f"must be an integer, got {value!r}")
+            raise ObjectError(
+                kind="PriorityClass",
+                name=name,
+                field="value",
+                problem=f"must be an integer, got {value!r}",
+            )
         self.priority_classes[name] = (value, bool(obj.get("globalDefault")))
 
     # -- snapshot -------------------------------------------------------------------------
@@ -209,10 +232,15 @@ class SchedulerCache:
                 if QueueID(podgroup.queue) not in self.queues:
                     continue
                 jobs[uid] = JobInfo(
-                    uid=uid, name=podgroup.name, namespace=podgroup.namespace,
-                    podgroup=podgroup.clone(), queue=QueueID(podgroup.queue),
-                    priority=self.job_priority(podgroup), min_available=podgroup.min_member,
-                    preemptable=str(podgroup.annotations.get("volcano.sh/preemptable")).lower() == "true",
+                    uid=uid,
+                    name=podgroup.name,
+                    namespace=podgroup.namespace,
+                    podgroup=podgroup.clone(),
+                    queue=QueueID(podgroup.queue),
+                    priority=self.job_priority(podgroup),
+                    min_available=podgroup.min_member,
+                    preemptable=str(podgroup.annotations.get("volcano.sh/preemptable")).lower()
+                    == "true",
                 )
             for task in clones.values():
                 job = jobs.get(task.job)
@@ -233,14 +261,19 @@ class SchedulerCache:
                 task.node_name = decided.node_name
                 task.bind_annotations = dict(decided.bind_annotations)
                 self._add_task(task)
-                self._writes.append(lambda t=task: self._write_bind(t))
+                self._writes.append(functools.partial(self._write_bind, task))
 
     def _write_bind(self, task: TaskInfo) -> None:
         try:
             for hook in self.pre_bind_hooks:
                 hook(task)
-            self.writer.bind(namespace=task.namespace, name=task.name, uid=str(task.uid),
-                             node=task.node_name, annotations=task.bind_annotations)
+            self.writer.bind(
+                namespace=task.namespace,
+                name=task.name,
+                uid=str(task.uid),
+                node=task.node_name,
+                annotations=task.bind_annotations,
+            )
         except WriteError as exc:
             if exc.status == 409:
                 log.info("pod already bound", pod=task.key)
@@ -258,14 +291,21 @@ class SchedulerCache:
                 if pod is not None:
                     self._add_task(task_from_pod(pod, ignored=self.ignored))
         ref = ObjectRef(kind="Pod", name=task.name, namespace=task.namespace, uid=str(task.uid))
-        condition = {"type": "PodScheduled", "status": "False", "reason": "SchedulerError",
-                     "message": message, "lastTransitionTime": rfc3339(self.clock())}
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "SchedulerError",
+            "message": message,
+            "lastTransitionTime": rfc3339(self.clock()),
+        }
         self.status.pod_conditions[task.key] = ("SchedulerError", message)
         try:
-            self.writer.update_pod_condition(namespace=task.namespace, name=task.name,
-                                             condition=condition)
-            self.writer.record_event(involved=ref, type="Warning", reason="FailedScheduling",
-                                     message=message)
+            self.writer.update_pod_condition(
+                namespace=task.namespace, name=task.name, condition=condition
+            )
+            self.writer.record_event(
+                involved=ref, type="Warning", reason="FailedScheduling", message=message
+            )
         except WriteError as write_exc:
             log.warning("could not report bind failure", pod=task.key, error=str(write_exc))
 
@@ -281,8 +321,13 @@ class SchedulerCache:
 
         def write() -> None:
             try:
-                self.writer.evict(namespace=task.namespace, name=task.name, uid=str(task.uid),
-                                  reason=reason, message=message)
+                self.writer.evict(
+                    namespace=task.namespace,
+                    name=task.name,
+                    uid=str(task.uid),
+                    reason=reason,
+                    message=message,
+                )
             except WriteError as exc:
                 log.warning("eviction failed", pod=task.key, error=str(exc))
                 with self.lock:
@@ -333,12 +378,18 @@ class SchedulerCache:
         """A JSON-able picture of the cache (for SIGUSR1)."""
         with self.lock:
             return {
-                "nodes": {name: {"idle": node.idle.to_quantities(include_pods=True),
-                                 "used": node.used.to_quantities(include_pods=True),
-                                 "tasks": sorted(t.key for t in node.tasks.values())}
-                          for name, node in self.nodes.items()},
-                "tasks": {t.key: {"status": str(t.status), "node": t.node_name, "job": t.job}
-                          for t in self.tasks.values()},
+                "nodes": {
+                    name: {
+                        "idle": node.idle.to_quantities(include_pods=True),
+                        "used": node.used.to_quantities(include_pods=True),
+                        "tasks": sorted(t.key for t in node.tasks.values()),
+                    }
+                    for name, node in self.nodes.items()
+                },
+                "tasks": {
+                    t.key: {"status": str(t.status), "node": t.node_name, "job": t.job}
+                    for t in self.tasks.values()
+                },
                 "podgroups": {uid: pg.status_dict() for uid, pg in self.podgroups.items()},
                 "queues": sorted(self.queues),
                 "broken": dict(self.broken),
@@ -347,8 +398,17 @@ class SchedulerCache:
 
 def _clone_queue(queue: QueueInfo) -> QueueInfo:
     return QueueInfo(
-        uid=queue.uid, name=queue.name, weight=queue.weight, capability=queue.capability,
-        guarantee=queue.guarantee, deserved=queue.deserved, reclaimable=queue.reclaimable,
-        state=queue.state, priority=queue.priority, parent=queue.parent, creation=queue.creation,
-        annotations=queue.annotations, allocated_status=queue.allocated_status,
+        uid=queue.uid,
+        name=queue.name,
+        weight=queue.weight,
+        capability=queue.capability,
+        guarantee=queue.guarantee,
+        deserved=queue.deserved,
+        reclaimable=queue.reclaimable,
+        state=queue.state,
+        priority=queue.priority,
+        parent=queue.parent,
+        creation=queue.creation,
+        annotations=queue.annotations,
+        allocated_status=queue.allocated_status,
     )

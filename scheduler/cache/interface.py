@@ -45,19 +45,27 @@ class BindError(WriteError):
 class ClusterWriter(Protocol):
     """What the scheduler writes. Implementations raise :class:`WriteError` on failure."""
 
-    def bind(self, *, namespace: str, name: str, uid: str, node: str,
-             annotations: Mapping[str, str]) -> None:
+    def bind(
+        self, *, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None:
         """POST the pod's ``binding`` subresource with ``annotations`` inside the Binding."""
 
     def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
         """Evict a pod (Eviction API / graceful delete) after marking its conditions."""
 
-    def update_pod_condition(self, *, namespace: str, name: str, condition: Mapping[str, Any],
-                             nominated_node: str | None = None) -> None:
+    def update_pod_condition(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        condition: Mapping[str, Any],
+        nominated_node: str | None = None,
+    ) -> None:
         """Set (replace by type) one pod status condition, optionally ``nominatedNodeName``."""
 
-    def update_podgroup_status(self, *, namespace: str, name: str,
-                               status: Mapping[str, Any]) -> None:
+    def update_podgroup_status(
+        self, *, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> None:
         """Replace a PodGroup's ``status`` (Volcano's CRD has no status subresource)."""
 
     def update_queue_status(self, *, name: str, status: Mapping[str, Any]) -> None:

@@ -22,18 +22,33 @@ Write = Callable[[], None]
 
 
 def condition_key(conditions: list[Mapping[str, Any]]) -> tuple[tuple[Any, ...], ...]:
-    return tuple(sorted((str(c.get("type")), str(c.get("status")), str(c.get("reason")),
-                         str(c.get("message"))) for c in conditions))
+    return tuple(
+        sorted(
+            (str(c.get("type")), str(c.get("status")), str(c.get("reason")), str(c.get("message")))
+            for c in conditions
+        )
+    )
 
 
 def _status_key(status: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (status.get("phase"), condition_key(status.get("conditions") or []),
-            status.get("running", 0), status.get("succeeded", 0), status.get("failed", 0))
+    return (
+        status.get("phase"),
+        condition_key(status.get("conditions") or []),
+        status.get("running", 0),
+        status.get("succeeded", 0),
+        status.get("failed", 0),
+    )
 
 
 class StatusRecorder:
-    def __init__(self, *, writer: ClusterWriter, enqueue: Callable[[Write], None],
-                 clock: Callable[[], float], now_text: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        *,
+        writer: ClusterWriter,
+        enqueue: Callable[[Write], None],
+        clock: Callable[[], float],
+        now_text: Callable[[], str],
+    ) -> None:
         self.writer = writer
         self.enqueue = enqueue
         self.clock = clock
@@ -49,7 +64,10 @@ class StatusRecorder:
     def seen_pod(self, key: str, pod: Mapping[str, Any]) -> None:
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                self.pod_conditions[key] = (str(condition.get("reason")), str(condition.get("message")))
+                self.pod_conditions[key] = (
+                    str(condition.get("reason")),
+                    str(condition.get("message")),
+                )
                 return
         self.pod_conditions.pop(key, None)
 
@@ -64,29 +82,47 @@ class StatusRecorder:
         digest = _status_key(status)
         if self.podgroup_status.get(key) != digest:
             self.podgroup_status[key] = digest
-            self.enqueue(lambda: self.writer.update_podgroup_status(
-                namespace=podgroup.namespace, name=podgroup.name, status=status))
+            self.enqueue(
+                lambda: self.writer.update_podgroup_status(
+                    namespace=podgroup.namespace, name=podgroup.name, status=status
+                )
+            )
         if event is not None and self.podgroup_events.get(key) != (event[1], event[2]):
             self.podgroup_events[key] = (event[1], event[2])
-            ref = ObjectRef(kind="PodGroup", name=podgroup.name, namespace=podgroup.namespace,
-                            uid=podgroup.uid, api_version="scheduling.volcano.sh/v1beta1")
-            self.enqueue(lambda: self.writer.record_event(
-                involved=ref, type=event[0], reason=event[1], message=event[2]))
+            ref = ObjectRef(
+                kind="PodGroup",
+                name=podgroup.name,
+                namespace=podgroup.namespace,
+                uid=podgroup.uid,
+                api_version="scheduling.volcano.sh/v1beta1",
+            )
+            self.enqueue(
+                lambda: self.writer.record_event(
+                    involved=ref, type=event[0], reason=event[1], message=event[2]
+                )
+            )
 
     def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
         key = task.key
         if self.pod_conditions.get(key) == (reason, message):
             return
         self.pod_conditions[key] = (reason, message)
-        condition = {"type": "PodScheduled", "status": "False", "reason": reason,
-                     "message": message, "lastTransitionTime": self.now_text()}
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": self.now_text(),
+        }
         ref = ObjectRef(kind="Pod", name=task.name, namespace=task.namespace, uid=str(task.uid))
 
         def write() -> None:
-            self.writer.update_pod_condition(namespace=task.namespace, name=task.name,
-                                             condition=condition)
-            self.writer.record_event(involved=ref, type="Warning", reason="FailedScheduling",
-                                     message=message)
+            self.writer.update_pod_condition(
+                namespace=task.namespace, name=task.name, condition=condition
+            )
+            self.writer.record_event(
+                involved=ref, type="Warning", reason="FailedScheduling", message=message
+            )
 
         self.enqueue(write)
 
@@ -95,8 +131,11 @@ class StatusRecorder:
         if self.queue_allocated.get(queue.name) == quantities:
             return
         self.queue_allocated[queue.name] = quantities
-        self.enqueue(lambda: self.writer.update_queue_status(
-            name=queue.name, status={"allocated": quantities}))
+        self.enqueue(
+            lambda: self.writer.update_queue_status(
+                name=queue.name, status={"allocated": quantities}
+            )
+        )
 
     def forget_pod(self, key: str) -> None:
         self.pod_conditions.pop(key, None)

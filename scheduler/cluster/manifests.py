@@ -52,7 +52,7 @@ def _expand(source: str, doc: Any) -> Iterator[Manifest]:
         return
     if not isinstance(doc, dict):
         raise ManifestError(f"{source}: a document must be a Kubernetes object (a map)")
-    if doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List") and "items" in doc:
+    if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
         items = doc.get("items") or []
         if not isinstance(items, list):
             raise ManifestError(f"{source}: List.items must be a list")
@@ -78,17 +78,24 @@ def _check(manifest: Manifest) -> None:
     kind = manifest.kind
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise ManifestError(f"{manifest.source}: {kind or 'object'}: field metadata.name is required")
+        raise ManifestError(
+            f"{manifest.source}: {kind or 'object'}: field metadata.name is required"
+        )
     api_version = obj.get("apiVersion")
     if api_version not in _GROUPS[kind]:
-        raise ManifestError(f"{manifest.source}: {kind} {meta['name']}: field apiVersion: "
-                            f"expected {_GROUPS[kind][0]}, got {api_version!r}")
+        raise ManifestError(
+            f"{manifest.source}: {kind} {meta['name']}: field apiVersion: "
+            f"expected {_GROUPS[kind][0]}, got {api_version!r}"
+        )
     for field_name in ("labels", "annotations"):
         values = meta.get(field_name)
-        if values is not None and (not isinstance(values, Mapping)
-                                   or not all(isinstance(v, str) for v in values.values())):
-            raise ManifestError(f"{manifest.source}: {kind} {meta['name']}: field "
-                                f"metadata.{field_name}: must be a map of strings")
+        if values is not None and (
+            not isinstance(values, Mapping) or not all(isinstance(v, str) for v in values.values())
+        ):
+            raise ManifestError(
+                f"{manifest.source}: {kind} {meta['name']}: field "
+                f"metadata.{field_name}: must be a map of strings"
+            )
     try:
         if kind == "Node":
             node_from_object(obj)
@@ -101,8 +108,12 @@ def _check(manifest: Manifest) -> None:
         elif kind == "PriorityClass":
             value = obj.get("value")
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ObjectError(kind=kind, name=meta["name"], field="value",
-                                  problem=f"must be an integer, got {value!r}")
+                raise ObjectError(
+                    kind=kind,
+                    name=meta["name"],
+                    field="value",
+                    problem=f"must be an integer, got {value!r}",
+                )
     except ObjectError as exc:
         raise ManifestError(f"{manifest.source}: {exc}") from None
 
@@ -120,8 +131,10 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
         for manifest in parse_documents(text, source=str(path)):
             if manifest.kind not in KINDS:
                 name = (manifest.obj.get("metadata") or {}).get("name", "")
-                warnings.append(f"{manifest.source}: skipping {manifest.kind or 'object without kind'}"
-                                f" {name}".rstrip())
+                warnings.append(
+                    f"{manifest.source}: skipping {manifest.kind or 'object without kind'}"
+                    f" {name}".rstrip()
+                )
                 continue
             _check(manifest)
             manifests.append(manifest)

@@ -73,15 +73,25 @@ class SimCluster:
             meta = obj.setdefault("metadata", {})
             if obj["kind"] in ("Pod", "PodGroup"):
                 meta.setdefault("namespace", "default")
-            meta.setdefault("uid", str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:{obj['kind']}/{_key(obj)}")))
+            meta.setdefault(
+                "uid", str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:{obj['kind']}/{_key(obj)}"))
+            )
             meta.setdefault("creationTimestamp", rfc3339(self.clock.now - 3600 + i))
             self._store(obj)
         if self.default_queue not in self.objects.get("Queue", {}):
-            self._store({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                         "metadata": {"name": self.default_queue,
-                                      "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, "lahar:queue/default")),
-                                      "creationTimestamp": rfc3339(self.clock.now - 7200)},
-                         "spec": {"weight": 1, "reclaimable": True}, "status": {"state": "Open"}})
+            self._store(
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "metadata": {
+                        "name": self.default_queue,
+                        "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, "lahar:queue/default")),
+                        "creationTimestamp": rfc3339(self.clock.now - 7200),
+                    },
+                    "spec": {"weight": 1, "reclaimable": True},
+                    "status": {"state": "Open"},
+                }
+            )
         self._admit_pods()
 
     def _store(self, obj: Obj) -> None:
@@ -109,14 +119,28 @@ class SimCluster:
             group = f"podgroup-{meta['uid']}"
             annotations[GROUP_NAME_ANNOTATION] = group
             podgroup: Obj = {
-                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": group, "namespace": meta["namespace"],
-                             "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:pg/{group}")),
-                             "creationTimestamp": meta["creationTimestamp"],
-                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
-                                                  "name": meta["name"], "uid": meta["uid"]}]},
-                "spec": {"minMember": 1,
-                         "queue": annotations.get("scheduling.volcano.sh/queue-name", self.default_queue)},
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": group,
+                    "namespace": meta["namespace"],
+                    "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:pg/{group}")),
+                    "creationTimestamp": meta["creationTimestamp"],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "name": meta["name"],
+                            "uid": meta["uid"],
+                        }
+                    ],
+                },
+                "spec": {
+                    "minMember": 1,
+                    "queue": annotations.get(
+                        "scheduling.volcano.sh/queue-name", self.default_queue
+                    ),
+                },
                 "status": {"phase": "Pending"},
             }
             if class_name:
@@ -147,14 +171,17 @@ class SimCluster:
             self.listener("MODIFIED", obj["kind"], obj)
 
     # -- ClusterWriter --------------------------------------------------------------------
-    def bind(self, *, namespace: str, name: str, uid: str, node: str,
-             annotations: Mapping[str, str]) -> None:
+    def bind(
+        self, *, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None:
         pod = self.get("Pod", f"{namespace}/{name}")
         if pod["metadata"].get("uid") != uid:
             raise BindError(f"pod {namespace}/{name} has a different UID", status=409)
         if pod.get("spec", {}).get("nodeName"):
-            raise BindError(f"pod {namespace}/{name} is already assigned to node "
-                            f"{pod['spec']['nodeName']!r}", status=409)
+            raise BindError(
+                f"pod {namespace}/{name} is already assigned to node {pod['spec']['nodeName']!r}",
+                status=409,
+            )
         if node not in self.objects.get("Node", {}):
             raise BindError(f"node {node!r} not found", status=404)
         pod["spec"]["nodeName"] = node
@@ -163,38 +190,58 @@ class SimCluster:
         now = rfc3339(self.clock())
         status = pod.setdefault("status", {})
         status["phase"] = "Running"
-        status["conditions"] = [c for c in status.get("conditions") or []
-                                if c.get("type") != "PodScheduled"]
-        status["conditions"].append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
+        status["conditions"] = [
+            c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
+        ]
+        status["conditions"].append(
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
+        )
         status["startTime"] = now
-        self.record_event(involved=ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
-                          type="Normal", reason="Scheduled",
-                          message=f"Successfully assigned {namespace}/{name} to {node}")
+        self.record_event(
+            involved=ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
+            type="Normal",
+            reason="Scheduled",
+            message=f"Successfully assigned {namespace}/{name} to {node}",
+        )
         self._modified(pod)
         for hook in self.node_side_hooks:
             hook(self, node)
 
     def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
         pod = self.get("Pod", f"{namespace}/{name}")
-        self.record_event(involved=ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
-                          type="Warning", reason="Evict", message=message)
+        self.record_event(
+            involved=ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
+            type="Warning",
+            reason="Evict",
+            message=message,
+        )
         del self.objects["Pod"][f"{namespace}/{name}"]
         self.changes += 1
         if self.listener is not None:
             self.listener("DELETED", "Pod", pod)
 
-    def update_pod_condition(self, *, namespace: str, name: str, condition: Mapping[str, Any],
-                             nominated_node: str | None = None) -> None:
+    def update_pod_condition(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        condition: Mapping[str, Any],
+        nominated_node: str | None = None,
+    ) -> None:
         pod = self.get("Pod", f"{namespace}/{name}")
         status = pod.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != condition["type"]]
+        conditions = [
+            c for c in status.get("conditions") or [] if c.get("type") != condition["type"]
+        ]
         conditions.append(dict(condition))
         status["conditions"] = conditions
         if nominated_node is not None:
             status["nominatedNodeName"] = nominated_node
         self._modified(pod)
 
-    def update_podgroup_status(self, *, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def update_podgroup_status(
+        self, *, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> None:
         podgroup = self.get("PodGroup", f"{namespace}/{name}")
         podgroup["status"] = copy.deepcopy(dict(status))
         self._modified(podgroup)
@@ -213,16 +260,27 @@ class SimCluster:
             existing["lastTimestamp"] = now
             return
         event: Obj = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{involved.name}.{len(self.events) + 1:x}",
-                         "namespace": involved.namespace or "default"},
-            "involvedObject": {"apiVersion": involved.api_version, "kind": involved.kind,
-                               "name": involved.name, "namespace": involved.namespace,
-                               "uid": involved.uid},
-            "type": type, "reason": reason, "message": message,
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{involved.name}.{len(self.events) + 1:x}",
+                "namespace": involved.namespace or "default",
+            },
+            "involvedObject": {
+                "apiVersion": involved.api_version,
+                "kind": involved.kind,
+                "name": involved.name,
+                "namespace": involved.namespace,
+                "uid": involved.uid,
+            },
+            "type": type,
+            "reason": reason,
+            "message": message,
             "source": {"component": self.scheduler_names[0]},
             "reportingComponent": self.scheduler_names[0],
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
         }
         self._event_index[key] = event
         self.events.append(event)
@@ -237,8 +295,10 @@ class SimCluster:
         name = str(node["metadata"]["name"])
         current = self.get("Node", name)
         if node["metadata"].get("resourceVersion") != current["metadata"].get("resourceVersion"):
-            raise ConflictError(f"Operation cannot be fulfilled on nodes {name!r}: the object has "
-                                f"been modified; please apply your changes to the latest version")
+            raise ConflictError(
+                f"Operation cannot be fulfilled on nodes {name!r}: the object has "
+                f"been modified; please apply your changes to the latest version"
+            )
         updated = copy.deepcopy(dict(node))
         self._modified(updated)
         return copy.deepcopy(updated)

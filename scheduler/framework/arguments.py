@@ -64,7 +64,9 @@ def _check(owner: str, key: str, annotation: Any, value: Any) -> Any:
     return value
 
 
-def parse_args(cls: type[T], arguments: Mapping[str, Any] | None, *, owner: str) -> tuple[T, list[str]]:
+def parse_args(
+    cls: type[T], arguments: Mapping[str, Any] | None, *, owner: str
+) -> tuple[T, list[str]]:
     """Build ``cls`` from ``arguments``; returns the instance and warnings for unknown keys."""
     arguments = dict(arguments or {})
     hints = typing.get_type_hints(cls)
@@ -82,8 +84,11 @@ def parse_args(cls: type[T], arguments: Mapping[str, Any] | None, *, owner: str)
             consumed.add(key)
     if extra_field is not None:
         name, prefixes = extra_field
-        values[name] = {k: v for k, v in arguments.items()
-                        if k not in consumed and any(k.startswith(p) for p in prefixes)}
+        values[name] = {
+            k: v
+            for k, v in arguments.items()
+            if k not in consumed and any(k.startswith(p) for p in prefixes)
+        }
         consumed.update(values[name])
     for key in arguments:
         if key not in consumed:

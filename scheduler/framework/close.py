@@ -36,8 +36,12 @@ def podgroup_phase(session: Session, job: JobInfo) -> str:
     """Volcano's ``getPodGroupPhase`` for the end of this session."""
     running = job.count(TaskStatus.RUNNING)
     for condition in job.podgroup.conditions:
-        if (running and condition.get("type") == "Unschedulable" and condition.get("status") == "True"
-                and condition.get("transitionID") == session.uid):
+        if (
+            running
+            and condition.get("type") == "Unschedulable"
+            and condition.get("status") == "True"
+            and condition.get("transitionID") == session.uid
+        ):
             return PHASE_UNKNOWN
     scheduled_tasks = job.tasks_in(_SCHEDULED)
     releasing_on_node = [t for t in job.tasks_in(TaskStatus.RELEASING) if t.node_name]
@@ -55,8 +59,10 @@ def task_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:
     if task.status is TaskStatus.ALLOCATED:
         return "Schedulable", f"{where} {task.node_name}, once minAvailable is satisfied"
     if task.status is TaskStatus.PIPELINED:
-        return ("Unschedulable",
-                f"{where} {task.node_name}, once resource is released and minAvailable is satisfied")
+        return (
+            "Unschedulable",
+            f"{where} {task.node_name}, once resource is released and minAvailable is satisfied",
+        )
     errors = job.nodes_fit_errors.get(task.uid)
     if errors is not None:
         return "Unschedulable", str(errors)
@@ -84,10 +90,17 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
     invalid = session.invalid_jobs.get(job.uid)
     if invalid is not None:
         reason, message = invalid
-        session.update_podgroup_condition(job, {
-            "type": "Unschedulable", "status": "True", "transitionID": session.uid,
-            "lastTransitionTime": now, "reason": reason, "message": message,
-        })
+        session.update_podgroup_condition(
+            job,
+            {
+                "type": "Unschedulable",
+                "status": "True",
+                "transitionID": session.uid,
+                "lastTransitionTime": now,
+                "reason": reason,
+                "message": message,
+            },
+        )
         job.job_fit_error = message
     podgroup = job.podgroup
     before = session.podgroup_status_before.get(job.uid)
@@ -103,8 +116,11 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
             job.job_fit_error = job.enqueue_message
         elif pending or invalid is not None:
             detail = invalid[1] if invalid is not None else job.fit_error()
-            event = ("Warning", "Unschedulable",
-                     f"{pending}/{len(job.tasks)} tasks in gang unschedulable: {detail}")
+            event = (
+                "Warning",
+                "Unschedulable",
+                f"{pending}/{len(job.tasks)} tasks in gang unschedulable: {detail}",
+            )
     elif before is not None and before.phase != podgroup.phase:
         event = ("Normal", "Scheduled", "pod group is ready")
     session.sink.update_podgroup(job, event)

@@ -123,8 +123,9 @@ class Predicate(Protocol):
 
     def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray: ...
 
-    def predicate_reasons(self, task: TaskInfo, table: NodeTable,
-                          alive: BoolArray) -> list[tuple[BoolArray, str]]:
+    def predicate_reasons(
+        self, task: TaskInfo, table: NodeTable, alive: BoolArray
+    ) -> list[tuple[BoolArray, str]]:
         """Why nodes in ``alive`` fail, in check order: ``(failed mask, reason)`` pairs, each
         node counted under its first failing check. Called only to explain a failure."""
 
@@ -154,14 +155,16 @@ class Allocatable(Protocol):
 
 @runtime_checkable
 class Preemptable(Protocol):
-    def preemptable(self, preemptor: TaskInfo,
-                    candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]: ...
+    def preemptable(
+        self, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]: ...
 
 
 @runtime_checkable
 class Reclaimable(Protocol):
-    def reclaimable(self, reclaimer: TaskInfo,
-                    candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]: ...
+    def reclaimable(
+        self, reclaimer: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]: ...
 
 
 @runtime_checkable

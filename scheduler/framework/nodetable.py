@@ -90,7 +90,9 @@ class NodeTable:
     # -- resource fit ---------------------------------------------------------------------
     def request_dims(self, request: Resource) -> tuple[IntArray, FloatArray, list[str]]:
         """Requested dimensions (pods excluded) in message order: cpu, memory, scalars."""
-        names = [name for name in request.names() if name != PODS and request.get(name) >= MIN_RESOURCE]
+        names = [
+            name for name in request.names() if name != PODS and request.get(name) >= MIN_RESOURCE
+        ]
         cols: list[int] = []
         values: list[float] = []
         for name in names:

@@ -62,12 +62,14 @@ def feasible_nodes(
             session.cursor = int(rows[-1]) + 1
     if len(rows):
         return rows, None
-    return rows, _explain(session, task, check_resources=check_resources,
-                          exact_failures=exact_failures)
+    return rows, _explain(
+        session, task, check_resources=check_resources, exact_failures=exact_failures
+    )
 
 
-def _exact(session: Session, task: TaskInfo, rows: IntArray,
-           target: int) -> tuple[IntArray, list[tuple[int, str]]]:
+def _exact(
+    session: Session, task: TaskInfo, rows: IntArray, target: int
+) -> tuple[IntArray, list[tuple[int, str]]]:
     kept: list[int] = []
     failures: list[tuple[int, str]] = []
     nodes = session.table.nodes
@@ -82,8 +84,13 @@ def _exact(session: Session, task: TaskInfo, rows: IntArray,
     return np.array(kept, dtype=np.intp), failures
 
 
-def _explain(session: Session, task: TaskInfo, *, check_resources: bool,
-             exact_failures: list[tuple[int, str]]) -> FitErrors:
+def _explain(
+    session: Session,
+    task: TaskInfo,
+    *,
+    check_resources: bool,
+    exact_failures: list[tuple[int, str]],
+) -> FitErrors:
     table = session.table
     errors = FitErrors(nodes=len(table))
     alive: BoolArray = np.ones(len(table), dtype=bool)

@@ -12,7 +12,7 @@ import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import structlog
@@ -32,7 +32,6 @@ from scheduler.framework.snapshot import Snapshot
 __all__ = ["AllocateError", "NodeSampling", "PluginEntry", "Session", "default_task_order"]
 
 log = structlog.get_logger("lahar.session")
-P = TypeVar("P")
 
 
 class AllocateError(Exception):
@@ -74,7 +73,9 @@ def default_task_order(left: TaskInfo, right: TaskInfo) -> int:
     li, ri = _name_index(left.name), _name_index(right.name)
     if li is not None and ri is not None and li != ri:
         return _cmp(li, ri)
-    return _cmp(left.creation, right.creation) or (-1 if left.uid < right.uid else int(left.uid > right.uid))
+    return _cmp(left.creation, right.creation) or (
+        -1 if left.uid < right.uid else int(left.uid > right.uid)
+    )
 
 
 class Session:
@@ -134,17 +135,19 @@ class Session:
     def plugin_entries(self) -> list[PluginEntry]:
         return [entry for tier in self.tiers for entry in tier]
 
-    def hooks(self, protocol: type[P]) -> list[list[P]]:
+    def hooks(self, protocol: Any) -> list[list[Any]]:
         """Plugins implementing ``protocol`` with its flag enabled, grouped by tier."""
         cached = self._hook_cache.get(protocol)
         if cached is None:
             flag = h.HOOK_FLAGS.get(protocol)
-            cached = [[e.plugin for e in tier if isinstance(e.plugin, protocol) and e.enabled(flag)]
-                      for tier in self.tiers]
+            cached = [
+                [e.plugin for e in tier if isinstance(e.plugin, protocol) and e.enabled(flag)]
+                for tier in self.tiers
+            ]
             self._hook_cache[protocol] = cached
         return cached
 
-    def _flat(self, protocol: type, method: str) -> list[Callable[[Any, Any], int]]:
+    def _flat(self, protocol: Any, method: str) -> list[Callable[[Any, Any], int]]:
         return [getattr(p, method) for tier in self.hooks(protocol) for p in tier]
 
     def is_valid(self, job: JobInfo) -> bool:
@@ -184,7 +187,7 @@ class Session:
     def job_ready(self, job: JobInfo) -> bool:
         return all(p.job_ready(job) for tier in self.hooks(h.JobReady) for p in tier)
 
-    def _vote(self, protocol: type, method: str, job: JobInfo) -> bool:
+    def _vote(self, protocol: Any, method: str, job: JobInfo) -> bool:
         for tier in self.hooks(protocol):
             permitted = False
             for plugin in tier:
@@ -236,7 +239,9 @@ class Session:
             mask &= plugin.predicate_mask(task, self.table)
         return mask
 
-    def predicate_reasons(self, task: TaskInfo, alive: h.BoolArray) -> list[tuple[h.BoolArray, str]]:
+    def predicate_reasons(
+        self, task: TaskInfo, alive: h.BoolArray
+    ) -> list[tuple[h.BoolArray, str]]:
         out: list[tuple[h.BoolArray, str]] = []
         remaining = alive.copy()
         for plugin in self._predicates:
@@ -297,7 +302,8 @@ class Session:
         node = self.nodes[task.node_name]
         node.remove_task(task)
         self.jobs[task.job].update_task_status(
-            task, TaskStatus.RELEASING if releasing else TaskStatus.RUNNING)
+            task, TaskStatus.RELEASING if releasing else TaskStatus.RUNNING
+        )
         node.add_task(task)
         self.table.sync(node.index)
         for handler in self._handlers:

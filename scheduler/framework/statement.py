@@ -46,7 +46,9 @@ class Statement:
     def pipeline(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         return self._place(task, node, TaskStatus.PIPELINED, Operation.PIPELINE)
 
-    def _place(self, task: TaskInfo, node: NodeInfo, status: TaskStatus, kind: Operation) -> Status | None:
+    def _place(
+        self, task: TaskInfo, node: NodeInfo, status: TaskStatus, kind: Operation
+    ) -> Status | None:
         try:
             self.session.place(task, node, status)
         except AllocateError as exc:

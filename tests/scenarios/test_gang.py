@@ -10,23 +10,35 @@ def test_gang_that_fits_binds_every_member_and_runs() -> None:
     assert run.podgroup("job")["status"]["running"] == 3
     scheduled = run.events("Scheduled")
     assert {e["message"] for e in scheduled if e["involvedObject"]["kind"] == "Pod"} == {
-        f"Successfully assigned default/job-task-{i} to {run.node_of(f'job-task-{i}')}" for i in range(3)}
-    assert any(e["involvedObject"]["kind"] == "PodGroup" and e["message"] == "pod group is ready"
-               for e in scheduled)
+        f"Successfully assigned default/job-task-{i} to {run.node_of(f'job-task-{i}')}"
+        for i in range(3)
+    }
+    assert any(
+        e["involvedObject"]["kind"] == "PodGroup" and e["message"] == "pod group is ready"
+        for e in scheduled
+    )
 
 
 def test_partly_placeable_gang_binds_nothing() -> None:
     run = simulate([make_node("n1", cpu="4"), *gang("job", 3, cpu="2")])
     assert run.binds() == {}
     assert run.phase("job") == "Inqueue"
-    condition = next(c for c in run.podgroup("job")["status"]["conditions"] if c["type"] == "Unschedulable")
+    condition = next(
+        c for c in run.podgroup("job")["status"]["conditions"] if c["type"] == "Unschedulable"
+    )
     assert condition["reason"] == "NotEnoughResources"
-    assert condition["message"].startswith("1/3 tasks in gang unschedulable: pod group is not ready")
-    assert "Origin reason is job-task-2: 0/1 nodes are unavailable: 1 Insufficient cpu." in condition["message"]
+    assert condition["message"].startswith(
+        "1/3 tasks in gang unschedulable: pod group is not ready"
+    )
+    assert (
+        "Origin reason is job-task-2: 0/1 nodes are unavailable: 1 Insufficient cpu."
+        in condition["message"]
+    )
     # the two members that fit are told where they could go; the third why it cannot
     assert run.condition("job-task-0")["reason"] == "Schedulable"
-    assert run.reason("job-task-0") == ("Pod default/job-task-0 can possibly be assigned to n1, "
-                                        "once minAvailable is satisfied")
+    assert run.reason("job-task-0") == (
+        "Pod default/job-task-0 can possibly be assigned to n1, once minAvailable is satisfied"
+    )
     assert run.reason("job-task-2") == "0/1 nodes are unavailable: 1 Insufficient cpu."
     warnings = [e for e in run.events("Unschedulable") if e["involvedObject"]["kind"] == "PodGroup"]
     assert warnings and warnings[0]["type"] == "Warning"
@@ -41,8 +53,12 @@ def test_gang_above_min_member_binds_minimum_and_more_when_room() -> None:
 
 
 def test_gang_with_too_few_pods_is_invalid_with_reason() -> None:
-    objs = [make_node("n1"), make_podgroup("short", min_member=3), make_pod("short-0", group="short"),
-            make_pod("short-1", group="short")]
+    objs = [
+        make_node("n1"),
+        make_podgroup("short", min_member=3),
+        make_pod("short-0", group="short"),
+        make_pod("short-1", group="short"),
+    ]
     run = simulate(objs)
     assert run.binds() == {}
     condition = run.podgroup("short")["status"]["conditions"][0]
@@ -55,8 +71,12 @@ def test_min_task_member_per_role() -> None:
     def pod(name: str, role: str) -> dict:
         return make_pod(name, group="mpi", annotations={"volcano.sh/task-spec": role})
 
-    objs = [make_node("n1", cpu="8"), make_podgroup("mpi", min_member=2, min_task_member={"master": 1, "worker": 1}),
-            pod("mpi-worker-0", "worker"), pod("mpi-worker-1", "worker")]
+    objs = [
+        make_node("n1", cpu="8"),
+        make_podgroup("mpi", min_member=2, min_task_member={"master": 1, "worker": 1}),
+        pod("mpi-worker-0", "worker"),
+        pod("mpi-worker-1", "worker"),
+    ]
     run = simulate(objs)
     assert run.binds() == {}
     condition = run.podgroup("mpi")["status"]["conditions"][0]
