@@ -97,7 +97,8 @@ class Allocate:
             _, errors = feasible_nodes(session, task)
             job.nodes_fit_errors[task.uid] = errors or FitErrors(
                 nodes=len(session.table),
-                error=f"queue {queue.name} is overused: its allocation has reached its deserved share",
+                error=f"queue {queue.name} is overused: "
+                "its allocation has reached its deserved share",
             )
 
     def _allocate_tasks(
