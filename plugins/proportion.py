@@ -150,6 +150,8 @@ class Proportion(PluginBase[NoArgs]):
     def job_enqueueable(self, job: JobInfo) -> Vote:
         queue = self.ssn.queues.get(job.queue)
         if queue is None or not queue.is_open:
+            state = "missing" if queue is None else queue.state
+            job.enqueue_message = f"queue {job.queue} is {state}: it admits no new jobs"
             return Vote.REJECT
         minimum = job.podgroup.min_resources
         attr = self.attrs.get(job.queue)

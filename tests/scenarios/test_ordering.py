@@ -90,6 +90,7 @@ def test_closed_queue_admits_nothing() -> None:
     run = simulate(objs)
     assert run.binds() == {}
     assert run.phase("job") == "Pending"
+    assert run.reason("job-0") == "queue closed is Closed: it admits no new jobs"
 
 
 def test_overcommit_keeps_an_oversized_job_pending() -> None:
