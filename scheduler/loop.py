@@ -91,6 +91,7 @@ class Scheduler:
                 stats.action_seconds[name] = time.perf_counter() - action_started
         finally:
             close_session(session)
+            self.cache.report_orphans()
             self.cursor = session.cursor
         stats.seconds = time.perf_counter() - started
         if self.on_cycle is not None:

@@ -69,6 +69,8 @@ class SchedulerCache:
         self.podgroups: dict[JobID, PodGroup] = {}
         self.queues: dict[QueueID, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
+        self.orphans: list[JobID] = []
+        """Jobs left out of the last snapshot because their queue does not exist."""
         self.broken: dict[str, str] = {}
         """``Kind ns/name`` → the problem, for objects that could not be converted."""
         self.pre_bind_hooks: list[Callable[[TaskInfo], None]] = []
@@ -228,8 +230,10 @@ class SchedulerCache:
             clones = {uid: task.clone() for uid, task in self.tasks.items()}
             nodes = [node.clone(clones) for node in self.nodes.values()]
             jobs: dict[JobID, JobInfo] = {}
+            self.orphans = []
             for uid, podgroup in self.podgroups.items():
                 if QueueID(podgroup.queue) not in self.queues:
+                    self.orphans.append(uid)
                     continue
                 jobs[uid] = JobInfo(
                     uid=uid,
@@ -354,6 +358,20 @@ class SchedulerCache:
     def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None:
         with self.lock:
             self.status.update_queue_allocated(queue, allocated)
+
+    def report_orphans(self) -> None:
+        """Tell the pods of jobs whose queue does not exist why nothing happens to them."""
+        with self.lock:
+            for uid in self.orphans:
+                podgroup = self.podgroups.get(uid)
+                if podgroup is None:
+                    continue
+                message = (f"queue {podgroup.queue} of PodGroup {uid} does not exist; "
+                           f"create it or change spec.queue")
+                for task in self.tasks.values():
+                    if task.job == uid and task.status is TaskStatus.PENDING:
+                        self.status.update_task_condition(task, reason="Unschedulable",
+                                                          message=message)
 
     # -- writing --------------------------------------------------------------------------
     def flush(self) -> int:

@@ -77,13 +77,13 @@ def close_session(session: Session) -> None:
     now = rfc3339(session.clock())
     for job in session.jobs.values():
         _close_job(session, job, now)
-    for queue in session.queues.values():
-        allocated = Resource()
-        for job in session.jobs.values():
-            if job.queue == queue.uid:
-                for task in job.tasks_in(ALLOCATED_STATUS):
-                    allocated.add(task.resreq)
-        session.sink.update_queue_allocated(queue, allocated)
+    allocated: dict[str, Resource] = {uid: Resource() for uid in session.queues}
+    for job in session.jobs.values():
+        if job.queue in allocated:
+            for task in job.tasks_in(ALLOCATED_STATUS):
+                allocated[job.queue].add(task.resreq)
+    for uid, queue in session.queues.items():
+        session.sink.update_queue_allocated(queue, allocated[uid])
 
 
 def _close_job(session: Session, job: JobInfo, now: str) -> None:

@@ -159,3 +159,10 @@ def test_drf_serves_the_job_with_the_smaller_share_first() -> None:
     # 2 cpu left: small (share 0) goes first; then big-1 no longer fits
     assert run.node_of("small-0") == "n1"
     assert run.node_of("big-1") is None
+
+
+def test_job_of_a_missing_queue_is_told_so() -> None:
+    run = simulate([make_node("n1"), make_podgroup("lost", queue="nowhere"), make_pod("lost-0", group="lost")])
+    assert run.binds() == {}
+    assert run.reason("lost-0") == ("queue nowhere of PodGroup default/lost does not exist; "
+                                    "create it or change spec.queue")
