@@ -65,6 +65,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(fault.status, status_body(fault.status, f"injected {fault.status}"),
                            fault.headers)
                 return
+            if split.path == "/version":
+                self._send(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0-double"})
+                return
             target = self.double.route(split.path)
             if self.command == "GET" and not target.name:
                 if is_watch:

@@ -1,0 +1,135 @@
+"""``lahar run`` flags, spelled and defaulted like ``vc-scheduler``'s so manifests carry over.
+
+Booleans accept Go's forms (``--leader-elect``, ``--leader-elect=false``); durations accept Go
+strings (``500ms``, ``1s``, ``1m30s``); ``-v`` accepts ``-v 4``, ``-v=4`` and ``--v=4``. After
+parsing, :func:`normalize` resolves repeatable and deprecated flags in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+__all__ = ["add_run_arguments", "normalize", "parse_bool", "parse_duration"]
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
+          "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """Go duration string → seconds (``"0"`` alone is allowed, as in Go)."""
+    value = text.strip()
+    if value in ("0", ""):
+        return 0.0
+    sign = -1.0 if value.startswith("-") else 1.0
+    body = value.lstrip("+-")
+    position, total = 0, 0.0
+    for match in _PART.finditer(body):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        position = match.end()
+    if position != len(body) or not body:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 500ms, 1s, 2m)")
+    return sign * total
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "t", "true", "yes", "y", "on"):
+        return True
+    if value in ("0", "f", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}")
+
+
+def _verbosity(text: str) -> int:
+    try:
+        return int(text.lstrip("="))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid verbosity {text!r}") from None
+
+
+def _selector(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition(":")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"node selector {text!r} is not key:value")
+    return key.strip(), value.strip()
+
+
+def _flag(group: argparse._ArgumentGroup, name: str, default: bool, help: str) -> None:
+    group.add_argument(name, nargs="?", const=True, default=default, type=parse_bool,
+                       metavar="BOOL", help=f"{help} (default {str(default).lower()})")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``vc-scheduler``-compatible flags of ``lahar run`` to ``parser``."""
+    sched = parser.add_argument_group("scheduling")
+    sched.add_argument("--scheduler-conf", default="",
+                       help="scheduler conf YAML (hot-reloaded); empty = built-in default")
+    sched.add_argument("--schedule-period", type=parse_duration, default=1.0, metavar="DURATION",
+                       help="time between the end of one cycle and the next (default 1s)")
+    sched.add_argument("--scheduler-name", action="append", default=None, metavar="NAME",
+                       help="schedule pods with this spec.schedulerName (repeatable; "
+                            "default volcano)")
+    sched.add_argument("--default-queue", default="default",
+                       help="queue for PodGroups that name none (default default)")
+    sched.add_argument("--node-selector", action="append", type=_selector, default=None,
+                       metavar="KEY:VALUE",
+                       help="only use nodes carrying this label (repeatable)")
+    sched.add_argument("--percentage-nodes-to-find", type=int, default=0,
+                       help="percentage of nodes to find and score; <=0 = adaptive")
+    sched.add_argument("--minimum-feasible-nodes", type=int, default=100)
+    sched.add_argument("--minimum-percentage-nodes-to-find", type=int, default=5)
+    sched.add_argument("--resource-sync-timeout", type=parse_duration, default=60.0,
+                       metavar="DURATION",
+                       help="wait at most this long for the initial cache sync (0 = forever)")
+    sched.add_argument("--cache-dump-dir", default="/tmp",
+                       help="where SIGUSR1 writes the cache as JSON (default /tmp)")
+    _flag(sched, "--cache-dumper", True, "dump the cache on SIGUSR1")
+
+    api = parser.add_argument_group("API server")
+    api.add_argument("--kubeconfig", default="", help="kubeconfig path (empty = in-cluster)")
+    api.add_argument("--master", default="", help="API server address, overrides kubeconfig")
+    api.add_argument("--kube-api-qps", type=float, default=2000.0)
+    api.add_argument("--kube-api-burst", type=int, default=2000)
+
+    serve = parser.add_argument_group("serving")
+    serve.add_argument("--listen-address", default=":8080", help="address of /metrics")
+    _flag(serve, "--enable-metrics", False, "serve /metrics")
+    serve.add_argument("--healthz-address", default=":11251", help="address of /healthz, /readyz")
+    _flag(serve, "--enable-healthz", False, "serve /healthz and /readyz")
+
+    elect = parser.add_argument_group("leader election")
+    _flag(elect, "--leader-elect", True, "run only while holding the leader Lease")
+    elect.add_argument("--leader-elect-lease-duration", type=parse_duration, default=15.0,
+                       metavar="DURATION")
+    elect.add_argument("--leader-elect-renew-deadline", type=parse_duration, default=10.0,
+                       metavar="DURATION")
+    elect.add_argument("--leader-elect-retry-period", type=parse_duration, default=2.0,
+                       metavar="DURATION")
+    elect.add_argument("--leader-elect-resource-name", default="",
+                       help="Lease name (default: the scheduler name)")
+    elect.add_argument("--leader-elect-resource-namespace", default="volcano-system")
+    elect.add_argument("--lock-object-namespace", default="",
+                       help="deprecated: use --leader-elect-resource-namespace")
+
+    logs = parser.add_argument_group("logging")
+    logs.add_argument("-v", "--v", dest="verbosity", type=_verbosity, default=0, metavar="N",
+                      help="log verbosity (klog levels; >=4 is debug)")
+    logs.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
+                      help="auto = JSON unless stderr is a terminal")
+    _flag(logs, "--logtostderr", True, "accepted for compatibility; logs always go to stderr")
+
+
+def normalize(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill list defaults and resolve the deprecated lock namespace flag."""
+    args.scheduler_name = list(dict.fromkeys(args.scheduler_name or ["volcano"]))
+    args.node_selector = dict(args.node_selector or [])
+    if args.lock_object_namespace:
+        args.leader_elect_resource_namespace = args.lock_object_namespace
+    if not args.leader_elect_resource_name:
+        names = args.scheduler_name
+        args.leader_elect_resource_name = names[0] if len(names) == 1 else "volcano"
+    return args

@@ -1,0 +1,363 @@
+"""``lahar run``: connect to the API server, win the Lease, mirror the cluster, schedule.
+
+Start-up order follows ``vc-scheduler``: logging → HTTP endpoints (``/readyz`` false for now) →
+API connection (retried with backoff while the server is unreachable; the process does not
+crash) → leader election (default on) → as leader: writer, cache, reflectors, default queue,
+then the loop. Losing the Lease stops the process with exit code 1 so the pod restarts as a
+standby, as Volcano does. SIGTERM/SIGINT stop gracefully and release the Lease.
+
+The loop glue at the bottom (:class:`ConfWatcher`, :func:`write_cache_dump`,
+:func:`schedule_forever`) is the only place that touches the scheduler core's API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from scheduler import metrics
+from scheduler.cluster.kube.client import KubeClient
+from scheduler.cluster.kube.flags import add_run_arguments, normalize
+from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
+from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
+from scheduler.cluster.kube.retry import status_of
+from scheduler.cluster.kube.writer import KubeClusterWriter
+from scheduler.httpserver import HttpServer
+from scheduler.logs import configure_logging
+
+__all__ = ["ConfWatcher", "Health", "add_run_arguments", "run_main", "write_cache_dump"]
+
+log = structlog.get_logger("lahar.run")
+
+
+@dataclass(slots=True)
+class Health:
+    """What ``/healthz`` and ``/readyz`` report."""
+
+    leader_elect: bool = True
+    connected: bool = False
+    leading: bool = False
+    synced: bool = False
+    last_beat: float = field(default_factory=time.monotonic)
+    wedged_after: float = 300.0
+
+    def ready(self) -> bool:
+        """Connected, and synced when this replica is the one scheduling."""
+        if not self.connected:
+            return False
+        return self.synced or (self.leader_elect and not self.leading)
+
+    def alive(self) -> bool:
+        """False only when a leading loop has not completed a cycle for a long time."""
+        return not (self.leading and self.synced
+                    and time.monotonic() - self.last_beat > self.wedged_after)
+
+    def beat(self) -> None:
+        self.last_beat = time.monotonic()
+
+
+def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
+    """Run the scheduler against a cluster until stopped; returns the process exit code."""
+    from scheduler.conf import ConfError, load_conf
+
+    normalize(args)
+    configure_logging(verbosity=args.verbosity, fmt=args.log_format)
+    stop = stop or threading.Event()
+    dump_requested = threading.Event()
+    _install_signals(stop, dump_requested if args.cache_dumper else None)
+    try:
+        conf = load_conf(args.scheduler_conf or None)
+    except ConfError as error:
+        log.error("cannot load the scheduler conf; using the built-in default", error=str(error))
+        conf = load_conf(None)
+    health = Health(leader_elect=args.leader_elect,
+                    wedged_after=max(300.0, 10 * args.schedule_period))
+    servers = _start_servers(args, health)
+    client = _connect(args, stop, health)
+    exit_code = 0
+    try:
+        if client is None:
+            return 0 if stop.is_set() else 1
+
+        def lead() -> None:
+            schedule_forever(client, args=args, conf=conf, health=health, stop=stop,
+                             dump_requested=dump_requested)
+
+        if not args.leader_elect:
+            exit_code = _run_until_stopped(lead, stop)
+        else:
+            exit_code = _run_elected(client, args, lead, health, stop)
+    finally:
+        for server in servers:
+            server.stop()
+        if client is not None:
+            client.close()
+    return exit_code
+
+
+def _install_signals(stop: threading.Event, dump_requested: threading.Event | None) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # embedded (tests): the caller owns ``stop``
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    if dump_requested is not None and hasattr(signal, "SIGUSR1"):
+        signal.signal(signal.SIGUSR1, lambda *_: dump_requested.set())
+
+
+def _start_servers(args: argparse.Namespace, health: Health) -> list[HttpServer]:
+    wanted: dict[str, set[str]] = {}
+    if args.enable_metrics:
+        wanted.setdefault(args.listen_address, set()).add("/metrics")
+    if args.enable_healthz:
+        wanted.setdefault(args.healthz_address, set()).update({"/healthz", "/readyz"})
+    return [HttpServer(address, endpoints=endpoints, healthz=health.alive,
+                       readyz=health.ready).start()
+            for address, endpoints in wanted.items()]
+
+
+def _connect(args: argparse.Namespace, stop: threading.Event,
+             health: Health) -> KubeClient | None:
+    """A client whose server answered; None when stopped first or the config is unusable."""
+    from kubernetes.config import ConfigException
+
+    failures = 0
+    while not stop.is_set():
+        try:
+            client = KubeClient.from_flags(kubeconfig=args.kubeconfig or None,
+                                           master=args.master or None,
+                                           qps=args.kube_api_qps, burst=args.kube_api_burst)
+        except (ConfigException, OSError, ValueError) as error:
+            log.error("cannot build the API client configuration", error=str(error))
+            return None
+        try:
+            client.request_json("GET", "/version", timeout=(5.0, 10.0))
+        except Exception as error:
+            status = status_of(error)
+            if status is None or status == 0 or status >= 500:
+                client.close()
+                failures += 1
+                delay = random.uniform(0, min(30.0, 0.5 * 2 ** min(failures, 10)))
+                log.warning("API server unreachable; retrying", host=client.host,
+                            error=str(error), retry_in=round(delay, 2))
+                stop.wait(delay)
+                continue
+        health.connected = True
+        log.info("connected to the API server", host=client.host)
+        return client
+    return None
+
+
+def _run_until_stopped(lead: Callable[[], None], stop: threading.Event) -> int:
+    outcome = {"code": 0}
+
+    def body() -> None:
+        try:
+            lead()
+        except Exception:
+            log.exception("scheduler stopped by an unexpected error")
+            outcome["code"] = 1
+            stop.set()
+
+    worker = threading.Thread(target=body, daemon=True, name="scheduler")
+    worker.start()
+    while not stop.wait(0.5):
+        pass
+    worker.join(30.0)
+    return outcome["code"]
+
+
+def _run_elected(client: KubeClient, args: argparse.Namespace, lead: Callable[[], None],
+                 health: Health, stop: threading.Event) -> int:
+    elector = LeaderElector(client, LeaseConfig(
+        name=args.leader_elect_resource_name, namespace=args.leader_elect_resource_namespace,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period))
+    outcome = {"code": 0}
+    finished = threading.Event()
+
+    def started() -> None:
+        health.leading = True
+        try:
+            lead()
+        except Exception:
+            log.exception("scheduler stopped by an unexpected error")
+            outcome["code"] = 1
+            stop.set()
+        finally:
+            finished.set()
+
+    def stopped() -> None:
+        health.leading = False
+        if not stop.is_set():
+            log.error("lost the leader lease; exiting", identity=elector.identity)
+            outcome["code"] = 1
+            stop.set()
+        finished.wait(args.leader_elect_renew_deadline)  # no writes once the lease is gone
+
+    campaign = threading.Thread(target=elector.run, args=(started, stopped), daemon=True,
+                                name="leader-election")
+    campaign.start()
+    while not stop.wait(0.5):
+        pass
+    elector.stop()
+    campaign.join(args.leader_elect_renew_deadline + 5.0)
+    return outcome["code"]
+
+
+# -- loop glue: the only code that knows the scheduler core's API -------------------------------
+
+class ConfWatcher:
+    """Reloads the conf when the file or its directory changes (ConfigMaps swap a symlink).
+
+    Polled from the loop about once a second; a conf that fails to load is logged and the
+    previous one kept.
+    """
+
+    def __init__(self, path: str, *, load: Callable[[str], Any], apply: Callable[[Any], None],
+                 interval: float = 1.0) -> None:
+        self.path = path
+        self.load = load
+        self.apply = apply
+        self.interval = interval
+        self._signature = self._current()
+        self._checked = time.monotonic()
+
+    def _current(self) -> tuple[Any, ...]:
+        def stat(path: str) -> tuple[int, int, int] | None:
+            try:
+                info = os.stat(path)
+            except OSError:
+                return None
+            return info.st_ino, info.st_mtime_ns, info.st_size
+
+        directory = os.path.dirname(os.path.abspath(self.path))
+        return os.path.realpath(self.path), stat(self.path), stat(directory)
+
+    def poll(self, *, force: bool = False) -> bool:
+        """Reload if due and changed; True when a new conf was applied."""
+        now = time.monotonic()
+        if not force and now - self._checked < self.interval:
+            return False
+        self._checked = now
+        signature = self._current()
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        try:
+            conf = self.load(self.path)
+        except Exception as error:
+            log.error("scheduler conf changed but does not load; keeping the previous one",
+                      path=self.path, error=str(error))
+            return False
+        self.apply(conf)
+        log.info("scheduler conf reloaded", path=self.path)
+        return True
+
+
+def write_cache_dump(dump: dict[str, Any], directory: str) -> str:
+    """Write ``dump`` as JSON into ``directory``; returns the file's path."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    path = os.path.join(directory, f"lahar-cache-{stamp}-{os.getpid()}.json")
+    partial = path + ".partial"
+    with open(partial, "w") as handle:
+        json.dump(dump, handle, indent=1, sort_keys=True, default=str)
+    os.replace(partial, path)
+    return path
+
+
+def _dump(cache: Any, directory: str) -> None:
+    try:
+        log.info("cache dumped", path=write_cache_dump(cache.dump(), directory))
+    except OSError as error:
+        log.error("cannot write the cache dump", directory=directory, error=str(error))
+
+
+def _feed(cache: Any, kind: str) -> Handler:
+    def handler(event_type: str, obj: dict[str, Any]) -> None:
+        cache.apply(event_type, kind, obj)
+
+    return handler
+
+
+def _record_cycle(stats: Any) -> None:
+    metrics.observe_e2e(stats.seconds)
+    metrics.observe_open_session(stats.plugin_open_seconds)
+    for action, seconds in stats.action_seconds.items():
+        metrics.observe_action(action, seconds)
+
+
+def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.Event) -> None:
+    for attempt in range(60):
+        try:
+            if writer.ensure_queue(name):
+                log.info("created the default queue", queue=name)
+            return
+        except Exception as error:
+            log.warning("cannot ensure the default queue yet", queue=name, error=str(error),
+                        attempt=attempt + 1)
+            if stop.wait(1.0):
+                return
+    log.error("giving up creating the default queue", queue=name)
+
+
+def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any, health: Health,
+                     stop: threading.Event, dump_requested: threading.Event) -> None:
+    """The leader's work: mirror the cluster into the cache and run cycles until ``stop``."""
+    from scheduler.cache.cache import SchedulerCache
+    from scheduler.conf import load_conf
+    from scheduler.framework.session import NodeSampling
+    from scheduler.loop import Scheduler
+
+    writer = KubeClusterWriter(client, scheduler_name=args.scheduler_name[0])
+    cache = SchedulerCache(writer=writer, scheduler_names=args.scheduler_name,
+                           default_queue=args.default_queue, clock=time.time,
+                           node_selector=args.node_selector)
+    reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
+                                           handler=_feed(cache, spec.kind))
+                                 for spec in RESOURCES])
+    reflectors.start(stop)
+    _ensure_default_queue(writer, args.default_queue, stop)
+    timeout = args.resource_sync_timeout or None
+    if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
+        log.warning("caches not synced in time; scheduling anyway", timeout=timeout)
+    scheduler = Scheduler(cache=cache, conf=conf, clock=time.time, rng=random.Random(),
+                          sampling=NodeSampling(args.percentage_nodes_to_find,
+                                                args.minimum_feasible_nodes,
+                                                args.minimum_percentage_nodes_to_find),
+                          on_cycle=_record_cycle)
+    watcher = (ConfWatcher(args.scheduler_conf, load=load_conf, apply=scheduler.set_conf)
+               if args.scheduler_conf else None)
+    log.info("scheduling", names=args.scheduler_name, period=args.schedule_period)
+    try:
+        while not stop.is_set():
+            health.synced = reflectors.has_synced
+            try:
+                scheduler.run_once()
+                cache.flush()
+            except Exception:
+                log.exception("scheduling cycle failed")
+            health.beat()
+            deadline = time.monotonic() + args.schedule_period
+            while True:
+                if watcher is not None:
+                    watcher.poll()
+                if dump_requested.is_set():
+                    dump_requested.clear()
+                    _dump(cache, args.cache_dump_dir)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or stop.wait(min(remaining, 1.0)):
+                    break
+    finally:
+        reflectors.interrupt()
+        reflectors.join(timeout=5.0)
