@@ -23,7 +23,7 @@ def parse_duration(text: str) -> float:
     if value in ("0", ""):
         return 0.0
     sign = -1.0 if value.startswith("-") else 1.0
-    body = value.lstrip("+-")
+    body = value[1:] if value[:1] in "+-" else value
     position, total = 0, 0.0
     for match in _PART.finditer(body):
         if match.start() != position:
