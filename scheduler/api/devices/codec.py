@@ -1,0 +1,217 @@
+"""Encoders and decoders for the device annotations exchanged with node-side plugins.
+
+Every annotation is untrusted text written by another program (or a person), so decoders are
+strict and raise :class:`CodecError` with a message naming the offending entry; callers decide
+whether that makes a node deviceless, a pod's binding failed, or only a warning. Encoders
+produce exactly the byte layout the Volcano / HAMi device plugins parse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CodecError",
+    "ContainerDevice",
+    "RegisteredCard",
+    "decode_index_list",
+    "decode_pod_devices",
+    "encode_pod_devices",
+    "parse_register",
+]
+
+NVIDIA = "NVIDIA"
+MODES = ("hami-core", "mig", "mps")
+
+
+class CodecError(ValueError):
+    """An annotation value that does not follow its format."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredCard:
+    """One physical GPU as its node's device plugin registered it."""
+
+    uuid: str
+    index: int
+    split: int
+    """How many vGPUs may share the card."""
+    memory: int
+    """MiB."""
+    type: str
+    healthy: bool = True
+    mode: str = "hami-core"
+    cores: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDevice:
+    """One vGPU handed to one container: card UUID, vendor type, MiB and % of SMs."""
+
+    uuid: str
+    type: str
+    memory: int
+    cores: int
+
+    def encode(self) -> str:
+        return f"{self.uuid},{self.type},{self.memory},{self.cores}:"
+
+
+# -- integers -------------------------------------------------------------------------------
+def _int(text: object, what: str, *, minimum: int = 0) -> int:
+    if isinstance(text, bool):
+        raise CodecError(f"{what} must be an integer, got {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise CodecError(f"{what} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise CodecError(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def _health(text: object, what: str) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("true", "healthy"):
+        return True
+    if value in ("false", "unhealthy"):
+        return False
+    raise CodecError(f"{what} must be true or false, got {text!r}")
+
+
+def decode_index_list(text: str) -> list[int]:
+    """``"0"`` or ``"0,2,3"`` (GPU share's ``volcano.sh/gpu-index``) as card indices."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise CodecError(f"card index list {text!r} is empty or has an empty item")
+    return [_int(p, f"card index {p!r}") for p in parts]
+
+
+# -- node registration ---------------------------------------------------------------------
+def parse_register(text: str, *, json_format: bool = False) -> list[RegisteredCard]:
+    """Decode a node's vGPU register annotation.
+
+    Volcano: entries ``UUID,splitCount,memoryMiB,type,health[,mode]`` separated by ``:``
+    (the entry's position is the card index). HAMi (``json_format``): a JSON array of
+    ``{id, index, count, devmem, devcore, type, health, mode}``, or HAMi's legacy
+    ``uuid,count,devmem,devcore,type,numa,health[,index,mode]`` entries separated by ``:``.
+    """
+    stripped = text.strip()
+    if json_format and stripped.startswith("["):
+        return _parse_hami_json(stripped)
+    entries = [e for e in stripped.split(":") if e.strip()]
+    if not entries:
+        raise CodecError("no device entries")
+    parse = _parse_hami_entry if json_format else _parse_volcano_entry
+    return [parse(entry.strip(), i) for i, entry in enumerate(entries)]
+
+
+def _parse_volcano_entry(entry: str, index: int) -> RegisteredCard:
+    fields = entry.split(",")
+    if len(fields) not in (5, 6):
+        raise CodecError(f"device entry {index} {entry!r} needs 5 or 6 comma-separated fields "
+                         f"(UUID,splitCount,memoryMiB,type,health[,mode])")
+    uuid = fields[0].strip()
+    if not uuid:
+        raise CodecError(f"device entry {index} has an empty UUID")
+    mode = fields[5].strip() if len(fields) == 6 and fields[5].strip() else "hami-core"
+    return RegisteredCard(
+        uuid=uuid, index=index,
+        split=_int(fields[1], f"device {uuid} split count", minimum=1),
+        memory=_int(fields[2], f"device {uuid} memory"),
+        type=fields[3].strip(),
+        healthy=_health(fields[4], f"device {uuid} health"),
+        mode=mode,
+    )
+
+
+def _parse_hami_entry(entry: str, index: int) -> RegisteredCard:
+    fields = entry.split(",")
+    if len(fields) < 7:
+        raise CodecError(f"device entry {index} {entry!r} needs at least 7 comma-separated "
+                         f"fields (uuid,count,devmem,devcore,type,numa,health)")
+    uuid = fields[0].strip()
+    if not uuid:
+        raise CodecError(f"device entry {index} has an empty UUID")
+    position = _int(fields[7], f"device {uuid} index") if len(fields) > 7 and fields[7] else index
+    mode = fields[8].strip() if len(fields) > 8 and fields[8].strip() else "hami-core"
+    return RegisteredCard(
+        uuid=uuid, index=position,
+        split=_int(fields[1], f"device {uuid} count", minimum=1),
+        memory=_int(fields[2], f"device {uuid} devmem"),
+        cores=_int(fields[3], f"device {uuid} devcore"),
+        type=fields[4].strip(),
+        healthy=_health(fields[6], f"device {uuid} health"),
+        mode=mode,
+    )
+
+
+def _parse_hami_json(text: str) -> list[RegisteredCard]:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CodecError(f"not valid JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(raw, list) or not raw:
+        raise CodecError("expected a non-empty JSON array of devices")
+    cards = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise CodecError(f"device {i} is not a JSON object")
+        cards.append(_hami_card(item, i))
+    return cards
+
+
+def _hami_card(item: dict[str, Any], position: int) -> RegisteredCard:
+    uuid = str(item.get("id") or "").strip()
+    if not uuid:
+        raise CodecError(f"device {position} has no id")
+    return RegisteredCard(
+        uuid=uuid,
+        index=_int(item.get("index", position), f"device {uuid} index"),
+        split=_int(item.get("count", 0), f"device {uuid} count", minimum=1),
+        memory=_int(item.get("devmem", 0), f"device {uuid} devmem"),
+        cores=_int(item.get("devcore", 100) or 100, f"device {uuid} devcore"),
+        type=str(item.get("type") or ""),
+        healthy=_health(item.get("health", False), f"device {uuid} health"),
+        mode=str(item.get("mode") or "hami-core"),
+    )
+
+
+# -- per-pod device lists ------------------------------------------------------------------
+def encode_pod_devices(containers: Sequence[Sequence[ContainerDevice]], *,
+                       terminated: bool = False) -> str:
+    """Containers joined by ``;`` (Volcano) or each ended by ``;`` (HAMi, ``terminated``)."""
+    parts = ["".join(device.encode() for device in container) for container in containers]
+    return "".join(p + ";" for p in parts) if terminated else ";".join(parts)
+
+
+def decode_pod_devices(text: str, *, terminated: bool = False) -> list[list[ContainerDevice]]:
+    """The inverse of :func:`encode_pod_devices`; empty containers stay as empty lists."""
+    segments = text.split(";")
+    if terminated and len(segments) > 1 and segments[-1] == "":
+        segments.pop()
+    containers: list[list[ContainerDevice]] = []
+    for c, segment in enumerate(segments):
+        devices = []
+        for entry in segment.split(":"):
+            if not entry.strip():
+                continue
+            fields = entry.split(",")
+            if len(fields) != 4 or not fields[0].strip():
+                raise CodecError(f"container {c} device {entry!r} must be "
+                                 f"UUID,Type,usedMemMiB,usedCores")
+            uuid = fields[0].strip()
+            devices.append(ContainerDevice(
+                uuid=uuid, type=fields[1].strip(),
+                memory=_int(fields[2], f"memory of device {uuid}"),
+                cores=_int(fields[3], f"cores of device {uuid}")))
+        containers.append(devices)
+    return containers

@@ -1,0 +1,158 @@
+"""The per-node device lock: one in-flight device pod per node.
+
+Kubelet's device-plugin ``Allocate`` call does not say which pod it serves, so the node side
+identifies the pod from annotations, which only works if a node has one device pod being
+admitted at a time. The lock is a Node annotation holding the time it was taken (RFC 3339;
+HAMi's profile appends ``,<namespace>,<name>``). It is taken with an optimistic update guarded
+by the Node's ``resourceVersion``: after a conflict the node is read again and the lock checked
+again, so two schedulers racing for a node can never both win. A lock younger than the TTL
+(5 minutes) blocks the node; an older or unreadable one is broken and retaken. The node side
+releases it when it has handed out the devices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import structlog
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+__all__ = [
+    "LOCK_TTL",
+    "NodeAccess",
+    "NodeLockError",
+    "NodeLocker",
+    "format_lock",
+    "lock_blocks",
+    "parse_lock",
+]
+
+log = structlog.get_logger("lahar.nodelock")
+
+LOCK_TTL = 300.0
+
+
+class NodeAccess(Protocol):
+    """Read and replace Node objects (the cluster writer offers both)."""
+
+    def get_node(self, name: str) -> Any: ...
+
+    def replace_node(self, node: Any) -> Any: ...
+
+
+class NodeLockError(Exception):
+    """The lock could not be taken (held by another pod, or too many conflicts)."""
+
+
+class _Conflict(Exception):
+    pass
+
+
+def format_lock(now: float, *, owner: str | None = None) -> str:
+    """The lock value: RFC 3339 time, plus ``,namespace,name`` when an owner is given."""
+    stamp = datetime.fromtimestamp(int(now), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{stamp},{owner.replace('/', ',')}" if owner else stamp
+
+
+def parse_lock(value: str) -> tuple[float | None, str]:
+    """``(epoch seconds or None if unreadable, owner "ns/name" or "")``."""
+    stamp, _, owner = value.partition(",")
+    try:
+        taken = datetime.fromisoformat(stamp.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None, owner.replace(",", "/")
+    if taken.tzinfo is None:
+        taken = taken.replace(tzinfo=UTC)
+    return taken.timestamp(), owner.replace(",", "/")
+
+
+def lock_blocks(value: str | None, now: float, *, ttl: float = LOCK_TTL) -> bool:
+    """True when ``value`` is a readable lock younger than ``ttl``."""
+    if not value:
+        return False
+    taken, _ = parse_lock(value)
+    return taken is not None and now - taken < ttl
+
+
+@dataclass(slots=True)
+class NodeLocker:
+    """Takes and releases node locks through a :class:`NodeAccess` (injectable clock/sleep)."""
+
+    access: NodeAccess
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    ttl: float = LOCK_TTL
+    attempts: int = 5
+    interval: float = 0.1
+
+    def _retrying(self) -> Retrying:
+        return Retrying(stop=stop_after_attempt(self.attempts), wait=wait_fixed(self.interval),
+                        sleep=self.sleep, retry=retry_if_exception_type(_Conflict), reraise=True)
+
+    def acquire(self, node_name: str, key: str, *, owner: str | None = None) -> None:
+        """Take lock ``key`` on ``node_name``; raises :class:`NodeLockError`."""
+        try:
+            for attempt in self._retrying():
+                with attempt:
+                    self._try_acquire(node_name, key, owner)
+        except _Conflict:
+            raise NodeLockError(f"could not lock node {node_name}: it kept changing during "
+                                f"{self.attempts} attempts") from None
+
+    def _try_acquire(self, node_name: str, key: str, owner: str | None) -> None:
+        node = self._get(node_name)
+        annotations = node.setdefault("metadata", {}).setdefault("annotations", {})
+        current = annotations.get(key)
+        now = self.clock()
+        if current:
+            taken, holder = parse_lock(str(current))
+            if taken is not None and now - taken < self.ttl and not (owner and holder == owner):
+                raise NodeLockError(f"node {node_name} has been locked within "
+                                    f"{int(self.ttl // 60)} minutes (lock {key}={current!r})")
+            log.info("breaking node lock", node=node_name, key=key, value=current)
+        annotations[key] = format_lock(now, owner=owner)
+        self._replace(node)
+
+    def release(self, node_name: str, key: str, *, owner: str | None = None) -> bool:
+        """Remove lock ``key`` (only if ``owner`` holds it, when given); True if removed."""
+        try:
+            for attempt in self._retrying():
+                with attempt:
+                    return self._try_release(node_name, key, owner)
+        except _Conflict:
+            log.warning("could not release node lock", node=node_name, key=key)
+        return False
+
+    def _try_release(self, node_name: str, key: str, owner: str | None) -> bool:
+        node = self._get(node_name)
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        current = annotations.get(key)
+        if current is None:
+            return False
+        if owner and parse_lock(str(current))[1] not in ("", owner):
+            return False
+        del annotations[key]
+        self._replace(node)
+        return True
+
+    def _get(self, node_name: str) -> dict[str, Any]:
+        try:
+            node = self.access.get_node(node_name)
+        except Exception as exc:
+            raise NodeLockError(f"could not read node {node_name}: {exc}") from exc
+        if not isinstance(node, Mapping):
+            raise NodeLockError(f"could not read node {node_name}: not an object")
+        return dict(node)
+
+    def _replace(self, node: dict[str, Any]) -> None:
+        try:
+            self.access.replace_node(node)
+        except Exception as exc:
+            if getattr(exc, "status", None) == 409:
+                raise _Conflict() from exc
+            name = (node.get("metadata") or {}).get("name")
+            raise NodeLockError(f"could not update node {name}: {exc}") from exc
