@@ -15,7 +15,7 @@ import threading
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import structlog
 
@@ -176,8 +176,8 @@ class Devices(Protocol):
 class DeviceFamily(Protocol):
     """A device family as configured for this scheduler (see the module docstring)."""
 
-    NAME: str
-    COLUMNS: tuple[str, ...]
+    NAME: ClassVar[str]
+    COLUMNS: ClassVar[tuple[str, ...]]
 
     def build(self, node: NodeInfo) -> Devices | None:
         """The node's ledger, or None when the node offers no devices of this family."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import ClassVar
 
 import numpy as np
 
@@ -214,8 +215,8 @@ class GpuShareFamily:
 
     config: DeviceConfig
     reporter: Reporter
-    NAME = NAME
-    COLUMNS: tuple[str, ...] = (COL_MAX_FREE, COL_IDLE)
+    NAME: ClassVar[str] = NAME
+    COLUMNS: ClassVar[tuple[str, ...]] = (COL_MAX_FREE, COL_IDLE)
 
     def build(self, node: NodeInfo) -> GpuShareDevices | None:
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -268,8 +269,8 @@ class VGpuDevices:
 class VGpuFamily:
     config: DeviceConfig
     reporter: Reporter
-    NAME = NAME
-    COLUMNS: tuple[str, ...] = (COL_USABLE, COL_FREE)
+    NAME: ClassVar[str] = NAME
+    COLUMNS: ClassVar[tuple[str, ...]] = (COL_USABLE, COL_FREE)
 
     def _node_warning(self, node: str, message: str) -> None:
         self.reporter.warn(DeviceWarning(kind="Node", name=node, message=message,
