@@ -6,9 +6,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from apiserver_double import ApiServerDouble
 
 from scheduler.cluster.kube.client import KubeClient
+from tests.apiserver import ApiServerDouble
 
 
 @pytest.fixture

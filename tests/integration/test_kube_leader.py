@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from apiserver_double import ApiServerDouble
 from kube_helpers import wait_until
 
 from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig, micro_time
+from tests.apiserver import ApiServerDouble
 
 CONFIG = LeaseConfig(name="volcano", namespace="volcano-system", lease_duration=1.0,
                      renew_deadline=0.6, retry_period=0.1)

@@ -6,7 +6,6 @@ import random
 import threading
 
 import pytest
-from apiserver_double import DEVICES, ApiServerDouble
 from kube_helpers import Recorder, make_node, make_pod, wait_until
 
 from scheduler.cluster.kube.client import KubeClient
@@ -19,6 +18,7 @@ from scheduler.cluster.kube.reflector import (
     Reflector,
     ReflectorGroup,
 )
+from tests.apiserver import DEVICES, ApiServerDouble
 
 
 def start(client: KubeClient, stop: threading.Event, recorder: Recorder, spec=NODES,

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_double import ApiServerDouble
 from kube_helpers import make_node, make_pod, wait_until
 
 from scheduler.cluster.kube.flags import normalize, parse_duration
 from scheduler.cluster.kube.run import ConfWatcher, add_run_arguments, run_main, write_cache_dump
+from tests.apiserver import ApiServerDouble
 
 
 def parse(*argv: str) -> argparse.Namespace:

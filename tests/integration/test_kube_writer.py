@@ -6,13 +6,13 @@ import re
 import socket
 
 import pytest
-from apiserver_double import ApiServerDouble
 from kube_helpers import make_node, make_pod
 
 from scheduler.cache.interface import BindError, ObjectRef, WriteError
 from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.retry import RetryPolicy
 from scheduler.cluster.kube.writer import ConflictError, KubeClusterWriter
+from tests.apiserver import ApiServerDouble
 
 FAST = RetryPolicy(attempts=4, initial_wait=0.001, max_wait=0.01)
 BINDING = r"/pods/p1/binding$"

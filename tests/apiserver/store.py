@@ -1,4 +1,4 @@
-"""A small in-process Kubernetes API server double for the adapter's contract tests.
+"""A small Kubernetes API server double: the adapter's contract tests and a bare e2e target.
 
 It speaks real HTTP/1.1 on 127.0.0.1 (an ephemeral port) so the official client's transport,
 headers and chunked watch streams are exercised for real. It keeps objects per collection, a
@@ -10,6 +10,11 @@ pod ``binding`` and ``eviction`` subresources.
 
 Tests script failures with :meth:`ApiServerDouble.fail`, drop or hold watch streams, emit
 bookmarks and compact history, and inspect :attr:`ApiServerDouble.requests`.
+
+With ``collections=STANDALONE_COLLECTIONS`` it also acts as a bare API server for the e2e suite
+(``python -m tests.apiserver``): Namespaces (deleting one deletes what lives in it),
+``generateName``, label and field selectors, Node and Pod status subresources, and the
+``PodScheduled`` condition a successful Binding sets.
 """
 
 from __future__ import annotations
@@ -18,21 +23,29 @@ import contextlib
 import copy
 import re
 import socket
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-NAMESPACED = {"pods", "podgroups", "leases", "events"}
+CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "queues", "devices",
+                  "customresourcedefinitions"}
 KINDS = {"nodes": "Node", "pods": "Pod", "priorityclasses": "PriorityClass",
          "podgroups": "PodGroup", "queues": "Queue", "devices": "Device", "leases": "Lease",
-         "events": "Event"}
+         "events": "Event", "namespaces": "Namespace"}
 DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "scheduling.k8s.io/v1/priorityclasses",
                        "scheduling.volcano.sh/v1beta1/podgroups",
                        "scheduling.volcano.sh/v1beta1/queues", "coordination.k8s.io/v1/leases")
 DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
+STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, "v1/namespaces", DEVICES)
+
+
+def is_namespaced(plural: str) -> bool:
+    return plural not in CLUSTER_SCOPED
 
 
 @dataclass(slots=True)
@@ -71,8 +84,8 @@ class HttpError(Exception):
         self.code, self.message, self.reason = code, message, reason or _REASONS.get(code, "")
 
 
-_REASONS = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 410: "Expired",
-            415: "UnsupportedMediaType", 429: "TooManyRequests", 500: "InternalError",
+_REASONS = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 409: "Conflict",
+            410: "Expired", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
             503: "ServiceUnavailable"}
 
 
@@ -123,12 +136,19 @@ def strategic_merge(target: Any, patch: Any) -> Any:
     return result
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients hanging up (a stopped watch, a killed scheduler) are not worth a traceback."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
 class ApiServerDouble:
     """State, scripting hooks and the HTTP server; use as a context manager or start/stop."""
 
     def __init__(self, *, collections: tuple[str, ...] = DEFAULT_COLLECTIONS,
                  status_subresources: tuple[str, ...] = ("queues", "pods"),
-                 max_watch_seconds: float = 10.0) -> None:
+                 max_watch_seconds: float = 10.0, port: int = 0) -> None:
         self.cond = threading.Condition()
         self.resource_version = 100
         self.objects: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in collections}
@@ -140,6 +160,7 @@ class ApiServerDouble:
         self.faults: list[Fault] = []
         self.pdb_blocked: set[str] = set()
         self.max_watch_seconds = max_watch_seconds
+        self.port = port
         self._drops = 0
         self._drop_points: list[int] = []
         self._abrupt = False
@@ -151,9 +172,9 @@ class ApiServerDouble:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> str:
-        from apiserver_http import make_handler
+        from tests.apiserver.handler import make_handler
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self))
+        self._server = _QuietServer(("127.0.0.1", self.port), make_handler(self))
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
@@ -263,11 +284,17 @@ class ApiServerDouble:
 
     def _create(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
+        if not meta.get("name"):
+            raise HttpError(422, "metadata.name: Required value", "Invalid")
         key = _key(obj)
         if key in self.objects[collection]:
             raise HttpError(409, f"{collection} \"{key}\" already exists", "AlreadyExists")
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if collection == "v1/namespaces":
+            obj.setdefault("status", {})["phase"] = "Active"
         return self._commit(collection, key, obj, "ADDED")
 
     def _commit(self, collection: str, key: str, obj: dict[str, Any],
@@ -287,6 +314,10 @@ class ApiServerDouble:
         obj["metadata"]["resourceVersion"] = str(self.resource_version)
         self.history.append((self.resource_version, collection, "DELETED", copy.deepcopy(obj)))
         self.cond.notify_all()
+        if collection == "v1/namespaces":  # what the namespace controller does, at once
+            for other, objects in self.objects.items():
+                for member in [k for k in objects if k.startswith(f"{key}/")]:
+                    self._delete(other, member)
         return obj
 
     # -- request handling (called by the handler under no lock) --------------------------------

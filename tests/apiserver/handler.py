@@ -11,13 +11,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from apiserver_double import (
+from tests.apiserver.selectors import Selector
+from tests.apiserver.store import (
     KINDS,
-    NAMESPACED,
     ApiServerDouble,
     HttpError,
     Recorded,
     Target,
+    is_namespaced,
     merge_patch,
     status_body,
     strategic_merge,
@@ -100,10 +101,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _list(self, target: Target, query: dict[str, str]) -> dict[str, Any]:
         double = self.double
+        selector = Selector.from_query(query)
         with double.cond:
             items = [copy.deepcopy(obj) for key, obj in sorted(double.objects[target.collection]
                                                                .items())
-                     if not target.namespace or key.startswith(target.namespace + "/")]
+                     if (not target.namespace or key.startswith(target.namespace + "/"))
+                     and selector.matches(obj)]
             version = double.resource_version
         offset, limit = 0, int(query.get("limit") or 0)
         if query.get("continue"):
@@ -158,6 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Send events after ``version`` until timeout or a drop; True when cut abruptly."""
         double = self.double
         bookmarks = query.get("allowWatchBookmarks") == "true"
+        selector = Selector.from_query(query)
         with double.cond:
             position = bisect.bisect_right(double.history, version, key=lambda e: e[0])
         while True:
@@ -179,7 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
                             "apiVersion": target.group_version, "metadata": obj["metadata"]}})
                 elif collection == target.collection and (
                         not target.namespace
-                        or obj["metadata"].get("namespace") == target.namespace):
+                        or obj["metadata"].get("namespace") == target.namespace) and (
+                        selector.matches(obj)):
                     self._chunk({"type": kind, "object": obj})
             if dropped and abrupt:
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -192,13 +197,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, target: Target, request: Recorded) -> tuple[int, dict[str, Any]]:
         double, body = self.double, request.body
-        key = f"{target.namespace}/{target.name}" if target.plural in NAMESPACED else target.name
+        key = f"{target.namespace}/{target.name}" if is_namespaced(target.plural) else target.name
         if target.subresource == "status" and target.plural not in double.status_subresources:
             raise HttpError(404, f"{target.plural} has no status subresource")
         with double.cond:
             objects = double.objects[target.collection]
             if self.command == "POST" and not target.name:
-                if target.plural in NAMESPACED:
+                if is_namespaced(target.plural):
                     body.setdefault("metadata", {})["namespace"] = target.namespace
                 return 201, double._create(target.collection, body)
             existing = objects.get(key)
@@ -264,6 +269,13 @@ class _Handler(BaseHTTPRequestHandler):
         bound.setdefault("spec", {})["nodeName"] = body["target"]["name"]
         if meta.get("annotations"):
             bound["metadata"].setdefault("annotations", {}).update(meta["annotations"])
+        # As the API server's binding registry does: PodScheduled=True with the binding.
+        conditions = [c for c in (bound.setdefault("status", {}).get("conditions") or [])
+                      if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True",
+                           "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                               time.gmtime())})
+        bound["status"]["conditions"] = conditions
         self.double._commit(target.collection, key, bound, "MODIFIED")
         return 201, dict(SUCCESS, code=201)
 
