@@ -1,0 +1,618 @@
+"""The YAML users apply (conf/crds, conf/deploy), the Dockerfile and the kind e2e runner.
+
+These files are only exercised for real on a cluster, so this module checks offline what can
+go wrong between them and the code: CRD schemas that the API server would reject or that miss
+fields the scheduler reads, Deployment flags that ``lahar run`` does not accept, probes on the
+wrong port, and RBAC that lacks (or exceeds) the calls the scheduler makes. Those calls are
+recorded by driving the real writer and leader elector against a fake client.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.api.devices.codec import parse_register
+from scheduler.api.podgroup import PodGroup, podgroup_from_object
+from scheduler.api.queue import queue_from_object
+from scheduler.cache.interface import ObjectRef
+from scheduler.cli import build_parser
+from scheduler.cluster.kube.flags import normalize
+from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
+from scheduler.cluster.kube.reflector import RESOURCES
+from scheduler.cluster.kube.retry import RetryPolicy
+from scheduler.cluster.kube.writer import KubeClusterWriter
+from scheduler.conf import load_conf, parse_conf
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+CRDS = CONF / "crds"
+DEPLOY = CONF / "deploy"
+MANIFESTS = sorted([*CRDS.glob("*.yaml"), *DEPLOY.glob("*.yaml")])
+
+# (apiGroup, resource, verb) the scheduler needs cluster-wide, read from the code:
+# reflector.RESOURCES (list, watch), writer.py (binds, evictions, status, events, default
+# queue, node lock) and cache resync (get pod). The queue-status fallback that patches the
+# Queue object itself only runs when the Queue CRD has no status subresource; ours has one.
+CLUSTER_NEEDS = {
+    ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
+    ("", "pods/binding", "create"),
+    ("", "pods/eviction", "create"),
+    ("", "pods/status", "patch"),
+    ("", "nodes", "get"), ("", "nodes", "list"), ("", "nodes", "watch"), ("", "nodes", "update"),
+    ("", "events", "create"), ("", "events", "patch"),
+    ("scheduling.k8s.io", "priorityclasses", "list"),
+    ("scheduling.k8s.io", "priorityclasses", "watch"),
+    ("scheduling.volcano.sh", "podgroups", "list"),
+    ("scheduling.volcano.sh", "podgroups", "watch"),
+    ("scheduling.volcano.sh", "podgroups", "patch"),
+    ("scheduling.volcano.sh", "queues", "get"), ("scheduling.volcano.sh", "queues", "list"),
+    ("scheduling.volcano.sh", "queues", "watch"), ("scheduling.volcano.sh", "queues", "create"),
+    ("scheduling.volcano.sh", "queues/status", "patch"),
+    ("scheduling.koordinator.sh", "devices", "list"),
+    ("scheduling.koordinator.sh", "devices", "watch"),
+}
+# leader.py, in the --leader-elect-resource-namespace only.
+LEASE_NEEDS = {
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+}
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def _objects() -> list[dict[str, Any]]:
+    return [doc for path in MANIFESTS for doc in _documents(path)]
+
+
+def _one(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in _objects() if o["kind"] == kind
+             and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def _crd(name: str) -> dict[str, Any]:
+    return _one("CustomResourceDefinition", name)
+
+
+def _schema(crd: dict[str, Any]) -> dict[str, Any]:
+    (version,) = crd["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _deployment() -> dict[str, Any]:
+    return _one("Deployment", "lahar-scheduler")
+
+
+def _container() -> dict[str, Any]:
+    (container,) = _deployment()["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _run_args() -> Any:
+    return normalize(build_parser().parse_args(_container()["args"]))
+
+
+def _port_of(address: str) -> int:
+    return int(address.rpartition(":")[2])
+
+
+# -- every file -----------------------------------------------------------------------------
+
+def test_manifests_exist_and_parse() -> None:
+    assert {p.parent.name for p in MANIFESTS} == {"crds", "deploy"}
+    for path in MANIFESTS:
+        documents = _documents(path)
+        assert documents, f"{path} has no objects"
+        for doc in documents:
+            assert doc.get("apiVersion") and doc.get("kind"), f"{path}: object without kind"
+            assert doc.get("metadata", {}).get("name"), f"{path}: {doc['kind']} without a name"
+    assert not list(DEPLOY.glob("kustomization.*")), (
+        "a kustomization in conf/deploy breaks `kubectl apply -f conf/deploy/`")
+
+
+def test_namespaced_objects_live_in_lahar_system() -> None:
+    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole",
+                      "ClusterRoleBinding"}
+    for obj in _objects():
+        namespace = obj["metadata"].get("namespace")
+        if obj["kind"] in cluster_scoped:
+            assert namespace is None, f"{obj['kind']} {obj['metadata']['name']}"
+        else:
+            assert namespace == "lahar-system", f"{obj['kind']} {obj['metadata']['name']}"
+    assert _one("Namespace")["metadata"]["name"] == "lahar-system"
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kustomization = yaml.safe_load((CONF / "kustomization.yaml").read_text())
+    listed = sorted(CONF / entry for entry in kustomization["resources"])
+    assert listed == MANIFESTS
+
+
+def test_kustomize_renders_the_same_objects() -> None:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl not on PATH")
+    built = subprocess.run(["kubectl", "kustomize", str(CONF)], capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert built.returncode == 0, built.stderr
+    rendered = [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+
+    def keys(objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return sorted((o["kind"], o["metadata"]["name"]) for o in objects)
+
+    assert keys(rendered) == keys(_objects())
+
+
+def test_kubectl_client_dry_run(tmp_path: Path) -> None:
+    """Client-side dry run where kubectl can do it without a server; skipped otherwise."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl not on PATH")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "none",
+        "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
+        "users": [{"name": "none", "user": {"token": "none"}}],
+    }))
+    result = subprocess.run(
+        ["kubectl", "apply", "--dry-run=client", "--validate=false", "--request-timeout=5s",
+         "-f", str(CRDS), "-f", str(DEPLOY)],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+        env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin:/usr/local/bin",
+             "HOME": str(tmp_path)})
+    if result.returncode != 0 and re.search(
+            r"connection refused|unable to recognize|dial tcp|i/o timeout|no such host",
+            result.stderr):
+        pytest.skip("kubectl needs an API server even for a client dry run")
+    assert result.returncode == 0, result.stderr
+
+
+# -- CRDs -----------------------------------------------------------------------------------
+
+def _schema_nodes(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema node that structural schemas require to carry a type."""
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from _schema_nodes(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from _schema_nodes(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _schema_nodes(node["additionalProperties"], f"{path}{{}}")
+
+
+@pytest.mark.parametrize("path", sorted(CRDS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_crd_schemas_are_structural(path: Path) -> None:
+    (crd,) = _documents(path)
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    for version in crd["spec"]["versions"]:
+        for where, node in _schema_nodes(version["schema"]["openAPIV3Schema"], "$"):
+            # Volcano's and Koordinator's schemas never preserve unknown fields; neither do we.
+            assert "x-kubernetes-preserve-unknown-fields" not in node, where
+            if node.get("x-kubernetes-int-or-string"):
+                assert [b.get("type") for b in node["anyOf"]] == ["integer", "string"], where
+                continue
+            assert node.get("type"), f"{path.name}: {where} has no type"
+            if node["type"] == "object" and "properties" in node:
+                assert "additionalProperties" not in node, where
+            if "default" in node and "enum" in node:
+                assert node["default"] in node["enum"], where
+    storage = [v["name"] for v in crd["spec"]["versions"] if v["storage"]]
+    assert len(storage) == 1
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    assert crd["metadata"]["name"] == f"{plural}.{group}"
+
+
+def test_podgroup_crd_is_volcanos() -> None:
+    crd = _crd("podgroups.scheduling.volcano.sh")
+    spec = crd["spec"]
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == "PodGroup"
+    assert spec["names"]["shortNames"] == ["pg", "podgroup-v1beta1"]
+    (version,) = spec["versions"]
+    assert version["name"] == "v1beta1"
+    assert "status" not in version.get("subresources", {}), (
+        "PodGroup status is patched on the object, as Volcano's controllers do")
+    columns = [(c["name"].upper(), c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert columns == [("STATUS", ".status.phase"), ("MINMEMBER", ".spec.minMember"),
+                       ("RUNNINGS", ".status.running"), ("AGE", ".metadata.creationTimestamp"),
+                       ("QUEUE", ".spec.queue")]
+    props = _schema(crd)["properties"]
+    assert set(props["spec"]["properties"]) >= {
+        "minMember", "minResources", "minTaskMember", "priorityClassName", "queue",
+        "networkTopology"}
+    assert props["spec"]["properties"]["minMember"]["format"] == "int32"
+    assert set(props["status"]["properties"]) == {
+        "phase", "conditions", "running", "succeeded", "failed"}
+    assert "required" not in props["spec"]["properties"]["networkTopology"]
+
+
+def test_queue_crd_is_volcanos() -> None:
+    crd = _crd("queues.scheduling.volcano.sh")
+    spec = crd["spec"]
+    assert spec["scope"] == "Cluster"
+    assert spec["names"]["kind"] == "Queue"
+    assert spec["names"]["shortNames"] == ["q", "queue-v1beta1"]
+    (version,) = spec["versions"]
+    assert version["name"] == "v1beta1"
+    assert version["subresources"] == {"status": {}}
+    props = _schema(crd)["properties"]
+    assert set(props["spec"]["properties"]) >= {
+        "weight", "capability", "deserved", "guarantee", "reclaimable", "parent", "affinity",
+        "extendClusters", "type", "priority"}
+    assert set(props["spec"]["properties"]["guarantee"]["properties"]) == {"resource"}
+    assert set(props["status"]["properties"]) >= {
+        "state", "allocated", "pending", "running", "inqueue", "completed", "unknown",
+        "reservation"}
+
+
+def test_device_crd_is_koordinators() -> None:
+    crd = _crd("devices.scheduling.koordinator.sh")
+    spec = crd["spec"]
+    assert spec["scope"] == "Cluster"
+    assert spec["names"]["kind"] == "Device"
+    assert [v["name"] for v in spec["versions"]] == ["v1alpha1"]
+    props = _schema(crd)["properties"]
+    device = props["spec"]["properties"]["devices"]["items"]["properties"]
+    # Koordinator serialises the device UUID as "id".
+    assert set(device) >= {"id", "minor", "type", "health", "resources", "topology",
+                           "vfGroups", "conditions", "labels"}
+    assert set(props["status"]["properties"]) == {"allocations"}
+
+
+class _Reads(dict[str, Any]):
+    """A dict that notes every key looked up in it (present or not)."""
+
+    def __init__(self, path: str, log: set[str], data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self._path, self._log = path, log
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._log.add(f"{self._path}.{key}")
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self._log.add(f"{self._path}.{key}")
+        return super().__getitem__(key)
+
+
+def _has_field(schema: dict[str, Any], dotted: str) -> bool:
+    node = schema
+    for part in dotted.split("."):
+        properties = node.get("properties") or {}
+        if part not in properties:
+            return False
+        node = properties[part]
+    return True
+
+
+def test_podgroup_crd_has_every_field_the_scheduler_reads_and_writes() -> None:
+    reads: set[str] = set()
+    podgroup_from_object({
+        "metadata": {"name": "pg", "namespace": "ns"},
+        "spec": _Reads("spec", reads, {"minMember": 2, "minTaskMember": {"w": 1},
+                                       "minResources": {"cpu": "1"}, "queue": "q",
+                                       "priorityClassName": "high"}),
+        "status": _Reads("status", reads, {"phase": "Running", "running": 1}),
+    })
+    written = PodGroup(name="pg", namespace="ns", running=1, succeeded=1, failed=1,
+                       conditions=[{"type": "Unschedulable"}]).status_dict()
+    fields = reads | {f"status.{key}" for key in written}
+    schema = _schema(_crd("podgroups.scheduling.volcano.sh"))
+    assert fields, "nothing recorded"
+    assert [f for f in sorted(fields) if not _has_field(schema, f)] == []
+    condition = schema["properties"]["status"]["properties"]["conditions"]["items"]
+    assert set(condition["properties"]) >= {
+        "type", "status", "transitionID", "lastTransitionTime", "reason", "message"}
+
+
+def test_queue_crd_has_every_field_the_scheduler_reads_and_writes() -> None:
+    reads: set[str] = set()
+    queue_from_object({
+        "metadata": {"name": "q"},
+        "spec": _Reads("spec", reads, {
+            "weight": 2, "priority": 1, "capability": {"cpu": "4"}, "deserved": {"cpu": "2"},
+            "guarantee": _Reads("spec.guarantee", reads, {"resource": {"cpu": "1"}}),
+            "reclaimable": False, "parent": "root"}),
+        "status": _Reads("status", reads, {"state": "Open", "allocated": {"cpu": "1"}}),
+    })
+    fields = reads | {"status.allocated"}  # written by update_queue_status
+    schema = _schema(_crd("queues.scheduling.volcano.sh"))
+    assert "spec.guarantee.resource" in fields
+    assert [f for f in sorted(fields) if not _has_field(schema, f)] == []
+
+
+# -- ConfigMap and Deployment ---------------------------------------------------------------
+
+def test_configmap_holds_the_default_conf() -> None:
+    configmap = _one("ConfigMap", "lahar-scheduler-conf")
+    text = configmap["data"]["lahar-scheduler.conf"]
+    assert text == (CONF / "lahar-scheduler.conf").read_text()
+    parsed = parse_conf(text, source="configmap")
+    on_disk = load_conf(CONF / "lahar-scheduler.conf")
+    assert parsed.actions == on_disk.actions
+    assert parsed.tiers == on_disk.tiers
+    assert not parsed.warnings
+
+
+def test_deployment_args_are_accepted_by_lahar_run() -> None:
+    args = _run_args()
+    assert args.command == "run"
+    assert args.enable_metrics and args.enable_healthz and args.leader_elect
+    assert args.scheduler_name == ["volcano"]
+    assert args.leader_elect_resource_namespace == "lahar-system"
+
+
+def test_conf_is_mounted_as_a_directory_from_the_configmap() -> None:
+    args = _run_args()
+    pod = _deployment()["spec"]["template"]["spec"]
+    conf = Path(args.scheduler_conf)
+    (mount,) = [m for m in _container()["volumeMounts"] if Path(m["mountPath"]) == conf.parent]
+    assert "subPath" not in mount, "a subPath mount never sees ConfigMap updates"
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    configmap = _one("ConfigMap", volume["configMap"]["name"])
+    assert conf.name in configmap["data"]
+    assert "items" not in volume["configMap"]
+
+
+def test_probes_and_ports_match_the_flags() -> None:
+    args = _run_args()
+    container = _container()
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["metrics"] == _port_of(args.listen_address)
+    assert ports["healthz"] == _port_of(args.healthz_address)
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path
+        port = get["port"]
+        assert (ports[port] if isinstance(port, str) else port) == ports["healthz"]
+    service = _one("Service")
+    (service_port,) = service["spec"]["ports"]
+    target = service_port["targetPort"]
+    assert (ports[target] if isinstance(target, str) else target) == ports["metrics"]
+    annotations = service["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    assert int(annotations["prometheus.io/port"]) == service_port["port"]
+    pod_labels = _deployment()["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_scheduler_runs_locked_down() -> None:
+    deployment = _deployment()
+    pod = deployment["spec"]["template"]["spec"]
+    container = _container()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items())
+    assert container["image"] == "lahar:dev"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    for kind in ("requests", "limits"):
+        assert set(container["resources"][kind]) == {"cpu", "memory"}
+    # With a read-only root, the cache dump directory must be a writable volume.
+    dump_dir = Path(_run_args().cache_dump_dir)
+    writable = {Path(m["mountPath"]) for m in container["volumeMounts"]
+                if not m.get("readOnly")}
+    assert dump_dir in writable
+    assert pod["serviceAccountName"] == _one("ServiceAccount")["metadata"]["name"]
+
+
+def test_dockerfile_matches_the_deployment() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE | re.IGNORECASE)
+    assert len(stages) >= 2, "multi-stage build expected"
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim$", text, re.MULTILINE)
+    final = text[text.rfind("\nFROM "):]
+    assert re.search(r"^USER 65532(:65532)?$", final, re.MULTILINE)
+    assert 'ENTRYPOINT ["lahar"]' in final and 'CMD ["run"]' in final
+    assert not re.search(r"\b(gcc|build-essential|apt-get install)\b", final)
+    assert "lahar = " in (ROOT / "pyproject.toml").read_text()
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "*" in ignore, "the build context should be an allow-list"
+    assert {"!pyproject.toml", "!README.md", "!scheduler/", "!plugins/", "!actions/"} <= set(ignore)
+
+
+# -- RBAC -----------------------------------------------------------------------------------
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    granted = set()
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule.get(field, []), f"wildcard in {rule}"
+        assert "nonResourceURLs" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    granted.add((group, resource, verb))
+    return granted
+
+
+class _Answer:
+    status = 201
+
+    def drain_conn(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+class _RecordingClient:
+    """Stands in for KubeClient: remembers every call and keeps created objects by path."""
+
+    def __init__(self, objects: dict[str, dict[str, Any]] | None = None) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.objects = dict(objects or {})
+        self.lock = threading.Lock()
+
+    def request(self, method: str, path: str, **options: Any) -> _Answer:
+        with self.lock:
+            self.calls.append((method, path, dict(options.get("query") or {})))
+        return _Answer()
+
+    def request_json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        body = options.get("body")
+        with self.lock:
+            self.calls.append((method, path, dict(options.get("query") or {})))
+            if method == "GET":
+                if path not in self.objects:
+                    raise ApiException(status=404, reason="Not Found")
+                return copy.deepcopy(self.objects[path])
+            if method == "POST":
+                self.objects[f"{path}/{body['metadata']['name']}"] = copy.deepcopy(body)
+            elif method == "PUT":
+                self.objects[path] = copy.deepcopy(body)
+        return copy.deepcopy(body) if isinstance(body, dict) else {}
+
+
+def _verb_of(method: str, path: str, query: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """(group, resource, verb, namespace, name) of a request, the way RBAC sees it."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        group, rest = "", parts[2:]
+    else:
+        assert parts[0] == "apis", path
+        group, rest = parts[1], parts[3:]
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    name = rest[1] if len(rest) > 1 else ""
+    resource = "/".join([rest[0], *rest[2:3]])
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method)
+    if verb is None:
+        verb = "get" if name else ("watch" if query.get("watch") else "list")
+    return group, resource, verb, namespace, name
+
+
+def _recorded_calls(lease_namespace: str, lease_name: str) -> list[tuple[str, ...]]:
+    """Drive every write the scheduler makes, and the leader elector, against the fake."""
+    client = _RecordingClient({"/api/v1/nodes/n1": {"metadata": {"name": "n1",
+                                                                   "resourceVersion": "7"}}})
+    writer = KubeClusterWriter(client, scheduler_name="volcano",  # type: ignore[arg-type]
+                               retry=RetryPolicy(attempts=1), clock=lambda: 1_767_225_600.0)
+    writer.bind(namespace="ns", name="p", uid="u", node="n1", annotations={"a": "b"})
+    writer.evict(namespace="ns", name="p", uid="u", reason="preempt", message="m")
+    writer.update_pod_condition(namespace="ns", name="p",
+                                condition={"type": "PodScheduled", "status": "False"},
+                                nominated_node="n1")
+    writer.get_pod(namespace="ns", name="p")
+    writer.update_podgroup_status(namespace="ns", name="pg", status={"phase": "Running"})
+    writer.update_queue_status(name="default", status={"allocated": {"cpu": "1"}})
+    writer.ensure_queue("default")
+    writer.replace_node(writer.get_node("n1"))
+    ref = ObjectRef(kind="Pod", name="p", namespace="ns", uid="u")
+    for _ in range(2):  # the second identical event bumps the first one's count
+        writer.record_event(involved=ref, type="Warning", reason="FailedScheduling",
+                            message="0/1 nodes are unavailable: 1 Insufficient cpu.")
+
+    elector = LeaderElector(client,  # type: ignore[arg-type]
+                            LeaseConfig(name=lease_name, namespace=lease_namespace,
+                                        lease_duration=3.0, renew_deadline=2.0,
+                                        retry_period=0.01),
+                            identity="test-identity")
+    runner = threading.Thread(target=elector.run, args=(elector.stop, lambda: None))
+    runner.start()
+    runner.join(10.0)
+    assert not runner.is_alive()
+    return [_verb_of(*call) for call in client.calls]
+
+
+def test_rbac_grants_exactly_what_the_scheduler_uses() -> None:
+    args = _run_args()
+    cluster_role = _one("ClusterRole", "lahar-scheduler")
+    role = _one("Role")
+    assert role["metadata"]["namespace"] == args.leader_elect_resource_namespace
+
+    reflected = {(spec.api_version.rpartition("/")[0], spec.plural, verb)
+                 for spec in RESOURCES for verb in ("list", "watch")}
+    assert reflected <= CLUSTER_NEEDS
+    calls = _recorded_calls(args.leader_elect_resource_namespace,
+                            args.leader_elect_resource_name)
+    used = {(group, resource, verb) for group, resource, verb, _, _ in calls}
+    assert used - CLUSTER_NEEDS - LEASE_NEEDS == set(), "a call the tables do not know"
+    assert CLUSTER_NEEDS - used - reflected == set(), "a table entry no code path uses"
+    assert {c for c in used if c[0] == "coordination.k8s.io"} == LEASE_NEEDS
+    lease_calls = [c for c in calls if c[0] == "coordination.k8s.io"]
+    assert {c[3] for c in lease_calls} == {args.leader_elect_resource_namespace}
+
+    assert _grants(cluster_role["rules"]) == CLUSTER_NEEDS
+    assert _grants(role["rules"]) == LEASE_NEEDS
+    for rule in role["rules"]:
+        if rule.get("resourceNames"):
+            assert rule["resourceNames"] == [args.leader_elect_resource_name]
+            assert "create" not in rule["verbs"], "create cannot be limited by name"
+    named = {c[2] for c in lease_calls if c[4]}
+    by_name = {v for r in role["rules"] if r.get("resourceNames") for v in r["verbs"]}
+    assert named <= by_name
+
+
+def test_rbac_bindings_name_the_scheduler_account() -> None:
+    account = _one("ServiceAccount")
+    for kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding = _one(kind)
+        assert binding["roleRef"]["kind"] == role_kind
+        assert binding["roleRef"]["name"] == _one(role_kind)["metadata"]["name"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount",
+                                        "name": account["metadata"]["name"],
+                                        "namespace": account["metadata"]["namespace"]}]
+    assert _one("RoleBinding")["metadata"]["namespace"] == _one("Role")["metadata"]["namespace"]
+
+
+# -- hack/ ----------------------------------------------------------------------------------
+
+def test_kind_config_has_one_control_plane_and_two_workers() -> None:
+    config = yaml.safe_load((ROOT / "hack" / "kind-config.yaml").read_text())
+    assert config["kind"] == "Cluster"
+    assert sorted(n["role"] for n in config["nodes"]) == ["control-plane", "worker", "worker"]
+
+
+def test_e2e_script_registers_fake_gpus_in_the_format_the_scheduler_reads() -> None:
+    script = (ROOT / "hack" / "run-e2e-kind.sh").read_text()
+    (entry,) = re.findall(r'register\+="([^"]+)"', script)
+    values = {"node": "kind-worker", "card": "0", "VGPU_SPLIT": "10",
+              "GPU_MEMORY_MIB": "16384", "GPU_TYPE": "NVIDIA-Tesla-T4"}
+    card = re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], entry)
+    (registered,) = parse_register(card)
+    assert registered.uuid == "GPU-kind-worker-0"
+    assert (registered.split, registered.memory, registered.healthy) == (10, 16384, True)
+    patched = set(re.findall(r'\\"(volcano\.sh/[a-z-]+)\\":', script))
+    assert patched == {"volcano.sh/gpu-memory", "volcano.sh/gpu-number",
+                       "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory",
+                       "volcano.sh/vgpu-cores"}
+    assert "set -euo pipefail" in script and "trap cleanup EXIT" in script
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "hack").glob("*.sh")), ids=lambda p: p.name)
+def test_shell_scripts_pass_shellcheck(script: Path) -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not on PATH")
+    result = subprocess.run(["shellcheck", "--format=gcc", str(script)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_manifest_is_json_serialisable() -> None:
+    # kubectl sends JSON; YAML-only values (dates, non-string keys) would not survive.
+    for obj in _objects():
+        json.dumps(obj)
