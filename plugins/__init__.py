@@ -6,6 +6,7 @@ from typing import Any
 
 from plugins.binpack import Binpack
 from plugins.conformance import Conformance
+from plugins.deviceshare import DeviceShare
 from plugins.drf import Drf
 from plugins.gang import Gang
 from plugins.nodeorder import NodeOrder
@@ -19,5 +20,5 @@ __all__ = ["PLUGINS"]
 PLUGINS: dict[str, Any] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Drf, Proportion, Overcommit, Predicates, NodeOrder,
-                Binpack)
+                Binpack, DeviceShare)
 }

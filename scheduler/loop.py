@@ -17,6 +17,7 @@ from actions import ACTIONS
 from plugins import PLUGINS
 from scheduler.cache.cache import SchedulerCache
 from scheduler.conf import SchedulerConf
+from scheduler.devices import with_device_plugin
 from scheduler.framework.close import close_session
 from scheduler.framework.session import NodeSampling, PluginEntry, Session
 
@@ -46,7 +47,7 @@ class Scheduler:
         on_cycle: Callable[[CycleStats], None] | None = None,
     ) -> None:
         self.cache = cache
-        self.conf = conf
+        self.conf = with_device_plugin(conf)
         self.clock = clock
         self.rng = rng or random.Random()
         self.sampling = sampling or NodeSampling()
@@ -56,7 +57,7 @@ class Scheduler:
 
     def set_conf(self, conf: SchedulerConf) -> None:
         """Use ``conf`` from the next cycle on."""
-        self.conf = conf
+        self.conf = with_device_plugin(conf)
 
     def open_session(self) -> Session:
         conf = self.conf

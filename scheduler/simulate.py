@@ -15,6 +15,7 @@ from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimClock, SimCluster
 from scheduler.conf import SchedulerConf
+from scheduler.devices import device_support
 from scheduler.loop import CycleStats, Scheduler
 
 __all__ = ["SimulationResult", "build_simulation", "run_simulation"]
@@ -41,7 +42,12 @@ def build_simulation(
     clock = clock or SimClock()
     cluster = SimCluster(clock=clock, scheduler_names=tuple(scheduler_names))
     cluster.load(manifests)
-    cache = SchedulerCache(writer=cluster, scheduler_names=scheduler_names, clock=clock)
+    devices = device_support(conf)
+    cache = SchedulerCache(
+        writer=cluster, scheduler_names=scheduler_names, clock=clock, **devices.cache_options()
+    )
+    devices.install(cache, access=cluster, clock=clock, sleep=lambda seconds: None)
+    devices.install_node_side(cluster)
     if setup is not None:
         setup(cluster, cache)
     cluster.replay_into(cache.apply)

@@ -76,6 +76,9 @@ class SchedulerCache:
         self.pre_bind_hooks: list[Callable[[TaskInfo], None]] = []
         """Run before each bind write (e.g. taking a device node lock); raising
         :class:`WriteError` fails the bind, which is rolled back and retried next cycle."""
+        self.post_bind_hooks: list[Callable[[TaskInfo, Exception | None], None]] = []
+        """Run after each bind attempt with the error that failed it (None on success), e.g.
+        to give back a device node lock a failed bind no longer needs."""
         self._writes: deque[Callable[[], None]] = deque()
         self.status = StatusRecorder(
             writer=writer,
@@ -268,6 +271,7 @@ class SchedulerCache:
                 self._writes.append(functools.partial(self._write_bind, task))
 
     def _write_bind(self, task: TaskInfo) -> None:
+        failure: WriteError | None = None
         try:
             for hook in self.pre_bind_hooks:
                 hook(task)
@@ -281,8 +285,19 @@ class SchedulerCache:
         except WriteError as exc:
             if exc.status == 409:
                 log.info("pod already bound", pod=task.key)
-                return
-            self._bind_failed(task, exc)
+            else:
+                failure = exc
+                self._bind_failed(task, exc)
+        for after in self.post_bind_hooks:
+            after(task, failure)
+
+    def report_event(self, *, involved: ObjectRef, type: str, reason: str, message: str) -> None:
+        """Queue an Event (written by the next :meth:`flush`, never under the cache lock)."""
+        self._writes.append(
+            lambda: self.writer.record_event(
+                involved=involved, type=type, reason=reason, message=message
+            )
+        )
 
     def _bind_failed(self, task: TaskInfo, exc: Exception) -> None:
         log.warning("bind failed", pod=task.key, node=task.node_name, error=str(exc))

@@ -303,6 +303,24 @@ class SimCluster:
         self._modified(updated)
         return copy.deepcopy(updated)
 
+    # -- pod access for the simulated device plugin -----------------------------------------
+    def list_pods_on_node(self, node_name: str) -> list[Obj]:
+        return [copy.deepcopy(pod) for pod in self.objects.get("Pod", {}).values()
+                if (pod.get("spec") or {}).get("nodeName") == node_name]
+
+    def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> None:
+        """Merge-patch a pod's annotations; a None value removes the key."""
+        pod = self.get("Pod", f"{namespace}/{name}")
+        current = pod["metadata"].setdefault("annotations", {})
+        for key, value in annotations.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        self._modified(pod)
+
     def all_objects(self) -> list[Obj]:
         """Every object, kinds in a stable order, then the Events."""
         out: list[Obj] = []

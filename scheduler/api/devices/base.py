@@ -149,6 +149,7 @@ class Devices(Protocol):
     """One node's ledger for one family (``NodeInfo.others[family]``), Volcano's interface."""
 
     node_name: str
+    policy: str
 
     def add_task(self, task: TaskInfo) -> None:
         """Account a pod placed on this node from its (binding) annotations."""
@@ -190,10 +191,15 @@ class DeviceFamily(Protocol):
         """A boolean mask over nodes from the family's summary columns (necessary, not
         sufficient: exact checks follow on candidates)."""
 
-    def vector_reason(self, request: Any) -> str: ...
+    def vector_reasons(self, request: Any, columns: Mapping[str, Any]) -> list[tuple[Any, str]]:
+        """Why nodes fail :meth:`vector_fit`: ``(failed mask, reason)`` pairs in check order."""
 
     def lock_name(self, request: Any) -> str | None:
         """The node-lock annotation this request needs, if node locking is on."""
+
+    @property
+    def binding_keys(self) -> tuple[str, ...]:
+        """The annotation keys :meth:`Devices.allocate` writes (the first one always)."""
 
     @property
     def ignored_resources(self) -> frozenset[str]: ...

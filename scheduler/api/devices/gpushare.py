@@ -47,6 +47,8 @@ __all__ = ["GpuCard", "GpuShareDevices", "GpuShareFamily"]
 NAME = "GpuShare"
 COL_MAX_FREE = "gpushare.max_free_memory"
 COL_IDLE = "gpushare.idle_cards"
+COL_MAX_CARD = "gpushare.max_card_memory"
+COL_HEALTHY = "gpushare.healthy_cards"
 
 
 @dataclass(slots=True)
@@ -89,7 +91,7 @@ class GpuShareDevices:
         except ValueError:
             request = None
         charges = []
-        for index in indices:
+        for index in dict.fromkeys(indices):
             if index >= len(self.cards):
                 self._warn(task, f"pod {task.key} on node {self.node_name} records GPU index "
                                  f"{index} but the node has {len(self.cards)} card(s); that "
@@ -183,8 +185,10 @@ class GpuShareDevices:
     # -- summaries ----------------------------------------------------------------------
     def summary(self) -> tuple[float, ...]:
         usable = self._usable()
-        max_free = max((card.free for card in usable), default=0)
-        return (float(max_free), float(len(self._idle_cards())))
+        return (float(max((card.free for card in usable), default=0)),
+                float(len(self._idle_cards())),
+                float(max((card.memory for card in usable), default=0)),
+                float(len(usable)))
 
     def status(self) -> str:
         cards = ", ".join(f"{c.index}:{c.used}/{c.memory}{'' if c.healthy else ' unhealthy'}"
@@ -216,7 +220,7 @@ class GpuShareFamily:
     config: DeviceConfig
     reporter: Reporter
     NAME: ClassVar[str] = NAME
-    COLUMNS: ClassVar[tuple[str, ...]] = (COL_MAX_FREE, COL_IDLE)
+    COLUMNS: ClassVar[tuple[str, ...]] = (COL_MAX_FREE, COL_IDLE, COL_MAX_CARD, COL_HEALTHY)
 
     def build(self, node: NodeInfo) -> GpuShareDevices | None:
         try:
@@ -258,13 +262,35 @@ class GpuShareFamily:
             return np.asarray(columns[COL_MAX_FREE] >= request.memory)
         return np.asarray(columns[COL_IDLE] >= request.number)
 
-    def vector_reason(self, request: GpuShareRequest) -> str:
+    def vector_reasons(self, request: GpuShareRequest, columns: Mapping[str, np.ndarray]
+                       ) -> list[tuple[np.ndarray, str]]:
+        healthy = columns[COL_HEALTHY]
         if request.memory:
-            return f"node(s) had no GPU card with {request.memory} free {GPU_MEMORY}"
-        return f"node(s) had fewer than {request.number} idle GPU card(s) ({GPU_NUMBER})"
+            memory = request.memory
+            return [
+                (healthy <= 0, f"GpuShare no enough gpu memory: node(s) had no healthy GPU card "
+                               f"({GPU_NUMBER})"),
+                (columns[COL_MAX_CARD] < memory,
+                 f"GpuShare no enough gpu memory: {memory} {GPU_MEMORY} is more than one card "
+                 f"of the node holds"),
+                (columns[COL_MAX_FREE] < memory,
+                 f"GpuShare no enough gpu memory: no card of the node has {memory} "
+                 f"{GPU_MEMORY} free"),
+            ]
+        number = request.number
+        return [
+            (healthy < number, f"GpuNumber no enough gpu number: node(s) had fewer than "
+                               f"{number} healthy GPU card(s)"),
+            (columns[COL_IDLE] < number, f"GpuNumber no enough gpu number: node(s) had fewer "
+                                         f"than {number} idle GPU card(s)"),
+        ]
 
     def lock_name(self, request: GpuShareRequest) -> str | None:
         return GPUSHARE_LOCK if self.config.node_lock and request.memory else None
+
+    @property
+    def binding_keys(self) -> tuple[str, ...]:
+        return (GPU_INDEX, PREDICATE_TIME)
 
     @property
     def ignored_resources(self) -> frozenset[str]:

@@ -48,6 +48,7 @@ NAME = "hamivgpu"
 REASON_PREFIX = "hami-vgpuDeviceSharing error"
 COL_USABLE = "vgpu.usable_cards"
 COL_FREE = "vgpu.max_free_memory"
+COL_CARDS = "vgpu.registered_cards"
 MAX_CORES = 100
 
 
@@ -251,7 +252,8 @@ class VGpuDevices:
     # -- summaries ----------------------------------------------------------------------
     def summary(self) -> tuple[float, ...]:
         usable = [card for card in self.cards if card.open]
-        return (float(len(usable)), float(max((c.free_memory for c in usable), default=0)))
+        return (float(len(usable)), float(max((c.free_memory for c in usable), default=0)),
+                float(len(self.cards)))
 
     def status(self) -> str:
         cards = ", ".join(f"{c.info.uuid}:{c.used_num}/{c.info.split} slots "
@@ -270,7 +272,7 @@ class VGpuFamily:
     config: DeviceConfig
     reporter: Reporter
     NAME: ClassVar[str] = NAME
-    COLUMNS: ClassVar[tuple[str, ...]] = (COL_USABLE, COL_FREE)
+    COLUMNS: ClassVar[tuple[str, ...]] = (COL_USABLE, COL_FREE, COL_CARDS)
 
     def _node_warning(self, node: str, message: str) -> None:
         self.reporter.warn(DeviceWarning(kind="Node", name=node, message=message,
@@ -319,13 +321,25 @@ class VGpuFamily:
             mask &= columns[COL_FREE] >= request.max_memory
         return np.asarray(mask)
 
-    def vector_reason(self, request: VGpuRequest) -> str:
-        memory = f" with {request.max_memory} MiB free" if request.max_memory else ""
-        return (f"{REASON_PREFIX}: node(s) had fewer than {request.max_number} shareable "
-                f"vGPU card(s){memory}")
+    def vector_reasons(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]
+                       ) -> list[tuple[np.ndarray, str]]:
+        out = [(columns[COL_CARDS] <= 0, f"{REASON_PREFIX}: node(s) had no registered vGPU "
+                                         f"card ({self.config.names.register})"),
+               (columns[COL_USABLE] < request.max_number,
+                f"{REASON_PREFIX}: node(s) had fewer than {request.max_number} shareable vGPU "
+                f"card(s)")]
+        if request.max_memory:
+            out.append((columns[COL_FREE] < request.max_memory,
+                        f"{REASON_PREFIX}: no vGPU card of the node has {request.max_memory} "
+                        f"MiB free"))
+        return out
 
     def lock_name(self, request: VGpuRequest) -> str | None:
         return self.config.names.lock if self.config.node_lock else None
+
+    @property
+    def binding_keys(self) -> tuple[str, ...]:
+        return self.config.names.binding_keys
 
     @property
     def ignored_resources(self) -> frozenset[str]:

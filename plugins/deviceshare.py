@@ -1,0 +1,273 @@
+"""deviceshare: GPU share, GPU number and vGPU placement through the node table.
+
+Volcano's ``deviceshare`` plugin, with its arguments (the older ``predicate.GPUSharingEnable``,
+``predicate.GPUNumberEnable``, ``predicate.NodeLockEnable`` and ``predicate.VGPUEnable`` of the
+``predicates`` plugin switch the same families on). Per pod the work is split so that Python
+never loops over every node:
+
+* pre-predicate: read the pod's device request once; a request that can never be honoured
+  (a fraction of a card, a negative amount) makes the pod unschedulable with that reason;
+* vector predicate: each family keeps summary columns in the node table (largest free card,
+  idle cards, ...) and rejects nodes with one comparison per column;
+* exact predicate: the family's fitting runs only on the candidates left, with Volcano-shaped
+  reasons, and a node whose device lock is held (in the cluster or by this session) is skipped;
+* scoring: the family's binpack/spread score of the chosen cards, times ``ScheduleWeight``;
+* on allocate: cards are chosen and charged in the node's ledger and the annotations for the
+  Binding are written into ``task.bind_annotations``; a Statement rollback takes them back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scheduler.api.devices.base import (
+    POLICIES,
+    DeviceConfig,
+    DeviceError,
+    DeviceFamily,
+    DeviceRequestError,
+    config_from_args,
+)
+from scheduler.api.devices.names import PROFILES
+from scheduler.api.devices.nodelock import LOCK_TTL, lock_blocks
+from scheduler.api.devices.registry import enabled_families
+from scheduler.api.node import NodeInfo
+from scheduler.api.status import Status
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import TaskID, TaskStatus
+from scheduler.framework.arguments import ArgumentError, arg
+from scheduler.framework.hooks import BoolArray, FloatArray, IntArray
+from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.plugin import PluginBase
+from scheduler.framework.session import AllocateError, Session
+
+__all__ = ["DeviceShare", "DeviceShareArgs"]
+
+_OWNER = "plugin deviceshare"
+_LEGACY_PLUGIN = "predicates"
+
+Requests = list[tuple[DeviceFamily, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceShareArgs:
+    gpu_sharing: bool = arg("deviceshare.GPUSharingEnable", False)
+    gpu_number: bool = arg("deviceshare.GPUNumberEnable", False)
+    vgpu: bool = arg("deviceshare.VGPUEnable", False)
+    node_lock: bool = arg("deviceshare.NodeLockEnable", False)
+    policy: str = arg("deviceshare.SchedulePolicy", "binpack")
+    weight: int = arg("deviceshare.ScheduleWeight", 0)
+    profile: str = arg("deviceshare.VGPUProfile", "volcano")
+
+    def __post_init__(self) -> None:
+        if self.policy == "":
+            object.__setattr__(self, "policy", "binpack")
+        if self.policy not in POLICIES:
+            raise ArgumentError(_OWNER, "deviceshare.SchedulePolicy", "binpack or spread",
+                                self.policy)
+        if self.profile not in PROFILES:
+            raise ArgumentError(_OWNER, "deviceshare.VGPUProfile",
+                                " or ".join(sorted(PROFILES)), self.profile)
+        if self.weight < 0:
+            raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight", "at least 0", self.weight)
+
+
+@dataclass(slots=True)
+class _Held:
+    """What one in-session allocation wrote, so a rollback can take it back."""
+
+    node: str
+    keys: tuple[str, ...]
+    locks: tuple[str, ...]
+
+
+class DeviceShare(PluginBase[DeviceShareArgs]):
+    NAME = "deviceshare"
+    Args = DeviceShareArgs
+
+    def __init__(self, args: DeviceShareArgs) -> None:
+        super().__init__(args)
+        self.config = DeviceConfig()
+        self.families: list[DeviceFamily] = []
+        self._requests: dict[TaskID, Requests | DeviceRequestError] = {}
+        self._scores: dict[str, float] = {}
+        self._scored_task: TaskID | None = None
+        self._held: dict[TaskID, _Held] = {}
+        self._session_locks: dict[tuple[str, str], TaskID] = {}
+        """(node, lock key) → the task this session placed there under that lock."""
+
+    # -- session --------------------------------------------------------------------------
+    def on_session_open(self, session: Session) -> None:
+        super().on_session_open(session)
+        legacy = [entry.plugin.args for entry in session.plugin_entries()
+                  if getattr(entry.plugin, "NAME", "") == _LEGACY_PLUGIN]
+        self.config = config_from_args(self.args, *legacy)
+        self.families = enabled_families(self.config) if self.config.any_enabled else []
+        if not self.families:
+            return
+        for node in session.node_list:  # the conf may have changed since the ledger was built
+            for devices in node.others.values():
+                if hasattr(devices, "policy"):
+                    devices.policy = self.config.policy
+        table = session.table
+        for family in self.families:
+            for column in family.COLUMNS:
+                table.columns[column] = np.zeros(len(table))
+        table.add_row_hook(self._sync_row)
+
+    def _sync_row(self, row: int, node: NodeInfo) -> None:
+        columns = self.ssn.table.columns
+        for family in self.families:
+            devices = node.others.get(family.NAME)
+            values = devices.summary() if devices is not None else (0.0,) * len(family.COLUMNS)
+            for column, value in zip(family.COLUMNS, values, strict=True):
+                columns[column][row] = value
+
+    def requests(self, task: TaskInfo) -> Requests:
+        """The task's request per enabled family; raises :class:`DeviceRequestError`."""
+        cached = self._requests.get(task.uid)
+        if cached is None:
+            try:
+                cached = [(family, request) for family in self.families
+                          if (request := family.parse_request(task)) is not None]
+            except DeviceRequestError as exc:
+                cached = exc
+            self._requests[task.uid] = cached
+        if isinstance(cached, DeviceRequestError):
+            raise cached
+        return cached
+
+    def _safe_requests(self, task: TaskInfo) -> Requests:
+        try:
+            return self.requests(task)
+        except DeviceRequestError:
+            return []
+
+    # -- filtering ------------------------------------------------------------------------
+    def pre_predicate(self, task: TaskInfo) -> Status | None:
+        if not self.families:
+            return None
+        try:
+            self.requests(task)
+        except DeviceRequestError as exc:
+            return Status.unresolvable(str(exc), plugin=self.NAME)
+        return None
+
+    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
+        mask = np.ones(len(table), dtype=bool)
+        for family, request in self._safe_requests(task):
+            mask &= family.vector_fit(request, table.columns)
+        return mask
+
+    def predicate_reasons(
+        self, task: TaskInfo, table: NodeTable, alive: BoolArray
+    ) -> list[tuple[BoolArray, str]]:
+        out: list[tuple[BoolArray, str]] = []
+        for family, request in self._safe_requests(task):
+            out.extend(family.vector_reasons(request, table.columns))
+        return out
+
+    def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        requests = self._safe_requests(task)
+        if not requests:
+            return None
+        if self._scored_task != task.uid:
+            self._scored_task = task.uid
+            self._scores.clear()
+        locked = self._lock_status(requests, node)
+        if locked is not None:
+            return locked
+        score = 0.0
+        for family, request in requests:
+            devices = node.others.get(family.NAME)
+            if devices is None:
+                return Status.unschedulable(f"node {node.name} has no {family.NAME} devices",
+                                            plugin=self.NAME)
+            fit = devices.filter_node(task, request)
+            if fit.status is not None:
+                return fit.status
+            score += fit.score
+        self._scores[node.name] = score
+        return None
+
+    def _lock_status(self, requests: Requests, node: NodeInfo) -> Status | None:
+        now = self.ssn.clock()
+        for family, request in requests:
+            key = family.lock_name(request)
+            if key is None:
+                continue
+            if (node.name, key) in self._session_locks or lock_blocks(
+                    node.annotations.get(key), now, ttl=LOCK_TTL):
+                return Status.unschedulable(
+                    f"node {node.name} has been locked within {int(LOCK_TTL // 60)} minutes",
+                    plugin=self.NAME)
+        return None
+
+    # -- scoring --------------------------------------------------------------------------
+    def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
+        scores = np.zeros(len(candidates))
+        if self.config.weight == 0:
+            return scores
+        requests = self._safe_requests(task)
+        if not requests:
+            return scores
+        for i, row in enumerate(candidates):
+            node = table.nodes[int(row)]
+            cached = self._scores.get(node.name) if self._scored_task == task.uid else None
+            if cached is None:
+                cached = 0.0
+                for family, request in requests:
+                    devices = node.others.get(family.NAME)
+                    if devices is not None:
+                        cached += devices.filter_node(task, request).score
+            scores[i] = cached
+        return scores * self.config.weight
+
+    # -- allocation -----------------------------------------------------------------------
+    def on_allocate(self, task: TaskInfo) -> None:
+        if task.status not in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED) or not self.families:
+            return
+        try:
+            requests = self.requests(task)
+        except DeviceRequestError as exc:
+            raise AllocateError(str(exc)) from None
+        if not requests:
+            return
+        node = self.ssn.nodes[task.node_name]
+        keys: list[str] = []
+        locks: list[str] = []
+        now = self.ssn.clock()
+        try:
+            for family, request in requests:
+                devices = node.others.get(family.NAME)
+                if devices is None:
+                    raise DeviceError(f"node {node.name} has no {family.NAME} devices")
+                annotations = devices.allocate(task, request, now=now)
+                task.bind_annotations.update(annotations)
+                keys.extend(annotations)
+                lock = family.lock_name(request)
+                if lock is not None:
+                    locks.append(lock)
+        except DeviceError as exc:
+            for key in keys:
+                task.bind_annotations.pop(key, None)
+            raise AllocateError(str(exc)) from None
+        self._held[task.uid] = _Held(node.name, tuple(keys), tuple(locks))
+        for lock in locks:
+            self._session_locks[(node.name, lock)] = task.uid
+        self.ssn.table.sync(node.index)  # the ledger changed after the row was synced
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        if task.status is not TaskStatus.PENDING:
+            return  # an eviction: the pod keeps its devices until it is gone
+        held = self._held.pop(task.uid, None)
+        if held is None:
+            return
+        for key in held.keys:
+            task.bind_annotations.pop(key, None)
+        for lock in held.locks:
+            if self._session_locks.get((held.node, lock)) == task.uid:
+                del self._session_locks[(held.node, lock)]
