@@ -19,6 +19,7 @@ __all__ = [
     "RegisteredCard",
     "decode_index_list",
     "decode_pod_devices",
+    "duplicate_uuids",
     "encode_pod_devices",
     "parse_register",
 ]
@@ -76,13 +77,19 @@ def _int(text: object, what: str, *, minimum: int = 0) -> int:
     return value
 
 
+# The spellings Go's strconv.ParseBool accepts (the device plugins write "true"/"false"), plus
+# the words a person is likely to type.
+_TRUE = frozenset({"1", "t", "true", "healthy"})
+_FALSE = frozenset({"0", "f", "false", "unhealthy"})
+
+
 def _health(text: object, what: str) -> bool:
     if isinstance(text, bool):
         return text
     value = str(text).strip().lower()
-    if value in ("true", "healthy"):
+    if value in _TRUE:
         return True
-    if value in ("false", "unhealthy"):
+    if value in _FALSE:
         return False
     raise CodecError(f"{what} must be true or false, got {text!r}")
 
@@ -107,11 +114,24 @@ def parse_register(text: str, *, json_format: bool = False) -> list[RegisteredCa
     stripped = text.strip()
     if json_format and stripped.startswith("["):
         return _parse_hami_json(stripped)
-    entries = [e for e in stripped.split(":") if e.strip()]
-    if not entries:
-        raise CodecError("no device entries")
     parse = _parse_hami_entry if json_format else _parse_volcano_entry
-    return [parse(entry.strip(), i) for i, entry in enumerate(entries)]
+    # The index is the entry's position in the ``:``-split text, as the device plugins count.
+    cards = [parse(entry.strip(), i) for i, entry in enumerate(stripped.split(":"))
+             if entry.strip()]
+    if not cards:
+        raise CodecError("no device entries")
+    return cards
+
+
+def duplicate_uuids(cards: Sequence[RegisteredCard]) -> list[str]:
+    """UUIDs registered more than once, in order of their second appearance."""
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for card in cards:
+        if card.uuid in seen and card.uuid not in duplicates:
+            duplicates.append(card.uuid)
+        seen.add(card.uuid)
+    return duplicates
 
 
 def _parse_volcano_entry(entry: str, index: int) -> RegisteredCard:

@@ -6,12 +6,14 @@ admitted at a time. The lock is a Node annotation holding the time it was taken 
 HAMi's profile appends ``,<namespace>,<name>``). It is taken with an optimistic update guarded
 by the Node's ``resourceVersion``: after a conflict the node is read again and the lock checked
 again, so two schedulers racing for a node can never both win. A lock younger than the TTL
-(5 minutes) blocks the node; an older or unreadable one is broken and retaken. The node side
-releases it when it has handed out the devices.
+(5 minutes) blocks the node; an older or unreadable one is broken and retaken, and so is one
+stamped more than the TTL in the future (a skewed clock must not block a node for ever). The
+node side releases it when it has handed out the devices.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ __all__ = [
     "NodeLockError",
     "NodeLocker",
     "format_lock",
+    "is_conflict",
     "lock_blocks",
     "parse_lock",
 ]
@@ -71,11 +74,16 @@ def parse_lock(value: str) -> tuple[float | None, str]:
 
 
 def lock_blocks(value: str | None, now: float, *, ttl: float = LOCK_TTL) -> bool:
-    """True when ``value`` is a readable lock younger than ``ttl``."""
+    """True when ``value`` is a readable lock younger than ``ttl`` (and not from the future)."""
     if not value:
         return False
-    taken, _ = parse_lock(value)
-    return taken is not None and now - taken < ttl
+    taken, _ = parse_lock(str(value))
+    return taken is not None and -ttl < now - taken < ttl
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A stale-``resourceVersion`` answer: HTTP 409 from the API server or the embedded cluster."""
+    return getattr(exc, "status", None) == 409 or type(exc).__name__ == "ConflictError"
 
 
 @dataclass(slots=True)
@@ -109,8 +117,8 @@ class NodeLocker:
         current = annotations.get(key)
         now = self.clock()
         if current:
-            taken, holder = parse_lock(str(current))
-            if taken is not None and now - taken < self.ttl and not (owner and holder == owner):
+            _, holder = parse_lock(str(current))
+            if lock_blocks(str(current), now, ttl=self.ttl) and not (owner and holder == owner):
                 raise NodeLockError(f"node {node_name} has been locked within "
                                     f"{int(self.ttl // 60)} minutes (lock {key}={current!r})")
             log.info("breaking node lock", node=node_name, key=key, value=current)
@@ -146,13 +154,15 @@ class NodeLocker:
             raise NodeLockError(f"could not read node {node_name}: {exc}") from exc
         if not isinstance(node, Mapping):
             raise NodeLockError(f"could not read node {node_name}: not an object")
-        return dict(node)
+        # A private copy: the access object may hand out its stored Node, and a change that
+        # loses the resourceVersion race must leave no trace.
+        return copy.deepcopy(dict(node))
 
     def _replace(self, node: dict[str, Any]) -> None:
         try:
             self.access.replace_node(node)
         except Exception as exc:
-            if getattr(exc, "status", None) == 409:
+            if is_conflict(exc):
                 raise _Conflict() from exc
             name = (node.get("metadata") or {}).get("name")
             raise NodeLockError(f"could not update node {name}: {exc}") from exc

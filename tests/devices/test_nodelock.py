@@ -1,0 +1,269 @@
+"""The node lock: take, block, break, conflict retries and two schedulers racing for one node."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import pytest
+
+from scheduler.api.devices.names import GPUSHARE_LOCK, HAMI, VOLCANO
+from scheduler.api.devices.nodelock import (
+    LOCK_TTL,
+    NodeLocker,
+    NodeLockError,
+    format_lock,
+    lock_blocks,
+    parse_lock,
+)
+from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.sim import ConflictError, SimCluster
+from tests.builders import make_node
+
+NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+STAMP = "2026-01-01T00:00:00Z"
+
+
+class NodeStore:
+    """A thread-safe Node store whose replace checks ``resourceVersion`` like the API server."""
+
+    def __init__(self, *names: str, annotations: dict[str, str] | None = None) -> None:
+        self.lock = threading.Lock()
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.version = 0
+        self.gets = 0
+        self.replaces = 0
+        self.conflicts_to_inject = 0
+        self.barrier: threading.Barrier | None = None
+        for name in names:
+            node = make_node(name, annotations=annotations)
+            node["metadata"]["resourceVersion"] = self._next()
+            self.nodes[name] = node
+
+    def _next(self) -> str:
+        self.version += 1
+        return str(self.version)
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            self.gets += 1
+            node = copy.deepcopy(self.nodes[name])
+        if self.barrier is not None:
+            # Everybody reads the same version before anybody writes.
+            self.barrier.wait(timeout=5)
+        return node
+
+    def replace_node(self, node: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.replaces += 1
+            name = node["metadata"]["name"]
+            if self.conflicts_to_inject:
+                self.conflicts_to_inject -= 1
+                raise ConflictError(f"node {name} changed")
+            current = self.nodes[name]
+            if node["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                raise ConflictError(f"node {name} changed")
+            stored = copy.deepcopy(node)
+            stored["metadata"]["resourceVersion"] = self._next()
+            self.nodes[name] = stored
+            return copy.deepcopy(stored)
+
+    def annotations(self, name: str) -> dict[str, str]:
+        return dict(self.nodes[name]["metadata"].get("annotations") or {})
+
+
+def _locker(store: NodeStore, *, now: float = NOW, sleeps: list[float] | None = None) -> NodeLocker:
+    recorded = sleeps if sleeps is not None else []
+    return NodeLocker(store, clock=lambda: now, sleep=recorded.append)
+
+
+# -- values ----------------------------------------------------------------------------------
+def test_lock_values_in_both_profiles() -> None:
+    assert format_lock(NOW) == STAMP
+    assert format_lock(NOW + 0.9, owner="team-a/train-0") == f"{STAMP},team-a,train-0"
+    assert parse_lock(f"{STAMP},team-a,train-0") == (NOW, "team-a/train-0")
+    assert parse_lock(STAMP) == (NOW, "")
+    # Go's time.RFC3339 in a local zone
+    assert parse_lock("2026-01-01T08:00:00+08:00") == (NOW, "")
+    assert parse_lock("yesterday") == (None, "")
+
+
+@pytest.mark.parametrize(
+    ("value", "blocks"),
+    [
+        pytest.param(None, False, id="absent"),
+        pytest.param("", False, id="empty"),
+        pytest.param(STAMP, True, id="fresh"),
+        pytest.param(format_lock(NOW - LOCK_TTL + 1), True, id="almost-expired"),
+        pytest.param(format_lock(NOW - LOCK_TTL), False, id="expired"),
+        pytest.param("not-a-time", False, id="unreadable"),
+        pytest.param(format_lock(NOW + LOCK_TTL + 60), False, id="far-future"),
+    ],
+)
+def test_lock_blocks(value: str | None, blocks: bool) -> None:
+    assert lock_blocks(value, NOW) is blocks
+
+
+# -- acquire -------------------------------------------------------------------------------
+def test_take_free_lock_writes_the_time() -> None:
+    store = NodeStore("n1")
+    _locker(store).acquire("n1", VOLCANO.lock)
+    assert store.annotations("n1")[VOLCANO.lock] == STAMP
+    assert VOLCANO.lock == "hamivgpu" and GPUSHARE_LOCK == "gpu"
+
+
+def test_hami_lock_carries_the_owner() -> None:
+    store = NodeStore("n1")
+    _locker(store).acquire("n1", HAMI.lock, owner="ns1/pod-a")
+    assert store.annotations("n1")["hami.io/mutex.lock"] == f"{STAMP},ns1,pod-a"
+
+
+def test_young_lock_blocks() -> None:
+    store = NodeStore("n1", annotations={GPUSHARE_LOCK: format_lock(NOW - 60)})
+    with pytest.raises(NodeLockError, match="locked within 5 minutes"):
+        _locker(store).acquire("n1", GPUSHARE_LOCK)
+    assert store.replaces == 0
+
+
+def test_same_owner_retakes_its_own_lock() -> None:
+    store = NodeStore("n1", annotations={HAMI.lock: f"{format_lock(NOW - 60)},ns1,pod-a"})
+    _locker(store).acquire("n1", HAMI.lock, owner="ns1/pod-a")
+    with pytest.raises(NodeLockError):
+        _locker(store).acquire("n1", HAMI.lock, owner="ns1/pod-b")
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        pytest.param(format_lock(NOW - LOCK_TTL - 1), id="expired"),
+        pytest.param("garbage", id="unreadable"),
+        pytest.param(format_lock(NOW + 2 * LOCK_TTL), id="from-the-future"),
+    ],
+)
+def test_old_or_unreadable_lock_is_broken_and_retaken(old: str) -> None:
+    store = NodeStore("n1", annotations={VOLCANO.lock: old})
+    _locker(store).acquire("n1", VOLCANO.lock)
+    assert store.annotations("n1")[VOLCANO.lock] == STAMP
+
+
+def test_conflicts_are_retried_100ms_apart() -> None:
+    store = NodeStore("n1")
+    store.conflicts_to_inject = 4
+    sleeps: list[float] = []
+    _locker(store, sleeps=sleeps).acquire("n1", VOLCANO.lock)
+    assert store.replaces == 5 and store.gets == 5
+    assert sleeps == [0.1] * 4
+    assert store.annotations("n1")[VOLCANO.lock] == STAMP
+
+
+def test_gives_up_after_five_conflicts() -> None:
+    store = NodeStore("n1")
+    store.conflicts_to_inject = 5
+    sleeps: list[float] = []
+    with pytest.raises(NodeLockError, match="5 attempts"):
+        _locker(store, sleeps=sleeps).acquire("n1", VOLCANO.lock)
+    assert store.replaces == 5 and len(sleeps) == 4
+    assert VOLCANO.lock not in store.annotations("n1")
+
+
+def test_a_lost_race_leaves_the_stored_node_untouched() -> None:
+    """The locker must never edit the object the store handed out."""
+
+    class SharingStore(NodeStore):
+        def get_node(self, name: str) -> dict[str, Any]:
+            return self.nodes[name]  # no copy, like a careless cache
+
+        def replace_node(self, node: dict[str, Any]) -> dict[str, Any]:
+            raise ConflictError("always stale")
+
+    store = SharingStore("n1")
+    with pytest.raises(NodeLockError):
+        _locker(store).acquire("n1", VOLCANO.lock)
+    assert VOLCANO.lock not in store.annotations("n1")
+
+
+def test_other_write_errors_are_not_retried() -> None:
+    class Broken(NodeStore):
+        def replace_node(self, node: dict[str, Any]) -> dict[str, Any]:
+            self.replaces += 1
+            raise RuntimeError("forbidden")
+
+    store = Broken("n1")
+    with pytest.raises(NodeLockError, match="forbidden"):
+        _locker(store).acquire("n1", VOLCANO.lock)
+    assert store.replaces == 1
+
+
+def test_missing_node_is_a_lock_error() -> None:
+    with pytest.raises(NodeLockError, match="could not read node nope"):
+        _locker(NodeStore("n1")).acquire("nope", VOLCANO.lock)
+
+
+# -- the race --------------------------------------------------------------------------------
+def _race(store: NodeStore, key: str, owners: tuple[str | None, ...]) -> list[str]:
+    outcomes: list[str] = []
+    record = threading.Lock()
+
+    def contend(owner: str | None) -> None:
+        locker = NodeLocker(store, clock=lambda: NOW, sleep=lambda _: None)
+        try:
+            locker.acquire("n1", key, owner=owner)
+        except NodeLockError:
+            result = "blocked"
+        else:
+            result = "won"
+        with record:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=contend, args=(owner,)) for owner in owners]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    return outcomes
+
+
+@pytest.mark.parametrize("profile", [VOLCANO, HAMI], ids=lambda n: n.profile)
+def test_two_schedulers_racing_never_both_win(profile: Any) -> None:
+    owners = ("ns/a", "ns/b") if profile.lock_with_owner else (None, None)
+    for _ in range(20):
+        store = NodeStore("n1")
+        store.barrier = threading.Barrier(2)
+        outcomes = _race(store, profile.lock, owners)
+        assert sorted(outcomes) == ["blocked", "won"]
+
+
+def test_many_racers_one_winner_without_forced_interleaving() -> None:
+    store = NodeStore("n1")
+    outcomes = _race(store, GPUSHARE_LOCK, (None,) * 8)
+    assert outcomes.count("won") == 1
+
+
+def test_race_against_the_embedded_cluster() -> None:
+    cluster = SimCluster()
+    cluster.load([Manifest(source="test", obj=make_node("n1"))])
+    first = NodeLocker(cluster, clock=cluster.clock, sleep=lambda _: None)
+    second = NodeLocker(cluster, clock=cluster.clock, sleep=lambda _: None)
+    stale = cluster.get_node("n1")
+    first.acquire("n1", VOLCANO.lock)
+    stale["metadata"]["annotations"][VOLCANO.lock] = "mine"
+    with pytest.raises(ConflictError):
+        cluster.replace_node(stale)
+    with pytest.raises(NodeLockError):
+        second.acquire("n1", VOLCANO.lock)
+
+
+# -- release ---------------------------------------------------------------------------------
+def test_release_removes_the_lock_and_retries_conflicts() -> None:
+    store = NodeStore("n1", annotations={VOLCANO.lock: STAMP})
+    store.conflicts_to_inject = 2
+    assert _locker(store).release("n1", VOLCANO.lock) is True
+    assert VOLCANO.lock not in store.annotations("n1")
+    assert _locker(store).release("n1", VOLCANO.lock) is False
+
+
+def test_release_checks_the_owner() -> None:
+    store = NodeStore("n1", annotations={HAMI.lock: f"{STAMP},ns1,pod-a"})
+    assert _locker(store).release("n1", HAMI.lock, owner="ns1/pod-b") is False
+    assert _locker(store).release("n1", HAMI.lock, owner="ns1/pod-a") is True
