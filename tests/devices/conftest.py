@@ -1,0 +1,110 @@
+"""Builders for device-sharing scenarios: GPU share and vGPU nodes, pods and confs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tests.builders import make_node, make_pod
+
+Obj = dict[str, Any]
+
+BASE_TIERS = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins:
+  - {name: overcommit}
+  - {name: drf}
+  - {name: predicates}
+  - {name: proportion}
+  - {name: nodeorder, arguments: {leastrequested.weight: 0, balancedresource.weight: 0}}
+"""
+
+
+def deviceshare_conf(**arguments: Any) -> str:
+    """The default tiers plus ``deviceshare`` with ``arguments`` (keys without the prefix)."""
+    args = ", ".join(f"deviceshare.{k}: {json.dumps(v)}" for k, v in arguments.items())
+    return BASE_TIERS + f"  - {{name: deviceshare, arguments: {{{args}}}}}\n"
+
+
+def gpushare_conf(*, policy: str = "binpack", weight: int = 10, lock: bool = False) -> str:
+    return deviceshare_conf(GPUSharingEnable=True, GPUNumberEnable=True, NodeLockEnable=lock,
+                            SchedulePolicy=policy, ScheduleWeight=weight)
+
+
+def vgpu_conf(*, policy: str = "binpack", weight: int = 10, lock: bool = False,
+              profile: str = "volcano") -> str:
+    return deviceshare_conf(VGPUEnable=True, NodeLockEnable=lock, SchedulePolicy=policy,
+                            ScheduleWeight=weight, VGPUProfile=profile)
+
+
+# -- GPU share ------------------------------------------------------------------------------
+def gpu_node(name: str, *, cards: int = 2, card_memory: int = 16000, cpu: str = "32",
+             annotations: Mapping[str, str] | None = None) -> Obj:
+    return make_node(name, cpu=cpu, memory="128Gi", annotations=annotations, extra={
+        "volcano.sh/gpu-memory": str(cards * card_memory), "volcano.sh/gpu-number": str(cards)})
+
+
+def gpu_pod(name: str, *, memory: int | str | None = None, number: int | str | None = None,
+            **kwargs: Any) -> Obj:
+    limits: dict[str, str] = {}
+    if memory is not None:
+        limits["volcano.sh/gpu-memory"] = str(memory)
+    if number is not None:
+        limits["volcano.sh/gpu-number"] = str(number)
+    return make_pod(name, limits=limits, **kwargs)
+
+
+def bound_gpu_pod(name: str, *, node: str, index: str, memory: int | None = None,
+                  number: int | None = None) -> Obj:
+    """A running pod that already holds cards, as a restarted scheduler finds it."""
+    return gpu_pod(name, memory=memory, number=number, node=node, phase="Running",
+                   annotations={"volcano.sh/gpu-index": index,
+                                "volcano.sh/predicate-time": "1"})
+
+
+# -- vGPU -----------------------------------------------------------------------------------
+def register(cards: Sequence[tuple[str, int, int, str, str]]) -> str:
+    """Volcano's register annotation from ``(uuid, split, MiB, type, mode)`` entries."""
+    return ":".join(f"{u},{split},{mem},{kind},true,{mode}" for u, split, mem, kind, mode in cards)
+
+
+def vgpu_node(name: str, cards: Sequence[tuple[str, int, int, str, str]] = (),
+              *, text: str | None = None, cpu: str = "32", slots: int | None = None) -> Obj:
+    slots = slots or sum(c[1] for c in cards) or 10
+    memory = sum(c[2] for c in cards) or 40000
+    return make_node(name, cpu=cpu, memory="128Gi",
+                     annotations={"volcano.sh/node-vgpu-register":
+                                  text if text is not None else register(cards)},
+                     extra={"volcano.sh/vgpu-number": str(slots),
+                            "volcano.sh/vgpu-memory": str(memory),
+                            "volcano.sh/vgpu-cores": str(100 * max(len(cards), 1))})
+
+
+def card(uuid: str, *, split: int = 10, memory: int = 16000, kind: str = "NVIDIA-A100",
+         mode: str = "hami-core") -> tuple[str, int, int, str, str]:
+    return (uuid, split, memory, kind, mode)
+
+
+def vgpu_pod(name: str, *, number: int | None = 1, memory: int | None = None,
+             percentage: int | None = None, cores: int | str | None = None,
+             annotations: Mapping[str, str] | None = None, **kwargs: Any) -> Obj:
+    limits: dict[str, str] = {}
+    for key, value in (("volcano.sh/vgpu-number", number), ("volcano.sh/vgpu-memory", memory),
+                       ("volcano.sh/vgpu-memory-percentage", percentage),
+                       ("volcano.sh/vgpu-cores", cores)):
+        if value is not None:
+            limits[key] = str(value)
+    return make_pod(name, limits=limits, annotations=annotations, **kwargs)
+
+
+def devices_of(pod: Obj, key: str = "volcano.sh/vgpu-ids-new") -> list[list[tuple[str, int, int]]]:
+    """``[[(uuid, MiB, cores), ...] per container]`` from a pod's vGPU annotation."""
+    text = pod["metadata"]["annotations"][key]
+    out = []
+    for container in text.split(";"):
+        out.append([(f[0], int(f[2]), int(f[3]))
+                    for f in (e.split(",") for e in container.split(":") if e)])
+    return out
