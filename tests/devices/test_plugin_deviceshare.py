@@ -1,0 +1,95 @@
+"""The deviceshare plugin's arguments, the legacy predicates switches, and the cache wiring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.cli import main
+from scheduler.conf import ConfError, load_conf, parse_conf
+from scheduler.devices import device_config, device_support, with_device_plugin
+from tests.builders import simulate
+from tests.devices.conftest import BASE_TIERS, deviceshare_conf, gpu_node, gpu_pod, vgpu_conf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_arguments_map_onto_the_device_config() -> None:
+    conf = parse_conf(deviceshare_conf(GPUSharingEnable=True, VGPUEnable=True,
+                                       NodeLockEnable=True, SchedulePolicy="spread",
+                                       ScheduleWeight=7, VGPUProfile="hami"))
+    config = device_config(conf)
+    assert (config.gpu_sharing, config.gpu_number, config.vgpu, config.node_lock) == (
+        True, False, True, True)
+    assert (config.policy, config.weight, config.names.profile) == ("spread", 7, "hami")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "key"),
+    [
+        pytest.param({"SchedulePolicy": "fifo"}, "deviceshare.SchedulePolicy", id="policy"),
+        pytest.param({"VGPUProfile": "nvidia"}, "deviceshare.VGPUProfile", id="profile"),
+        pytest.param({"ScheduleWeight": "high"}, "deviceshare.ScheduleWeight", id="weight-type"),
+        pytest.param({"GPUSharingEnable": "yes"}, "deviceshare.GPUSharingEnable", id="flag"),
+    ],
+)
+def test_bad_arguments_are_conf_errors_naming_the_key(arguments: dict, key: str) -> None:
+    with pytest.raises(ConfError, match=key.replace(".", r"\.")) as info:
+        parse_conf(deviceshare_conf(**arguments))
+    assert "deviceshare" in str(info.value)
+
+
+def test_legacy_predicate_switches_turn_devices_on_without_deviceshare() -> None:
+    conf_text = BASE_TIERS.replace(
+        "{name: predicates}",
+        "{name: predicates, arguments: {predicate.GPUSharingEnable: true, "
+        "predicate.GPUNumberEnable: true, predicate.NodeLockEnable: true}}")
+    conf = parse_conf(conf_text)
+    config = device_config(conf)
+    assert config.gpu_sharing and config.gpu_number and config.node_lock
+    effective = with_device_plugin(conf)
+    assert effective.plugin("deviceshare") is not None
+    run = simulate([gpu_node("n1"), gpu_pod("p", memory=1000), gpu_pod("w", number=1)],
+                   conf=conf_text)
+    assert run.pod("p")["metadata"]["annotations"]["volcano.sh/gpu-index"] == "0"
+    assert run.pod("w")["metadata"]["annotations"]["volcano.sh/gpu-index"] == "1"
+
+
+def test_legacy_switches_add_to_deviceshare() -> None:
+    conf_text = deviceshare_conf(GPUSharingEnable=True).replace(
+        "{name: predicates}", "{name: predicates, arguments: {predicate.GPUNumberEnable: true}}")
+    config = device_config(parse_conf(conf_text))
+    assert config.gpu_sharing and config.gpu_number
+
+
+def test_no_switch_no_devices() -> None:
+    support = device_support(load_conf(None))
+    assert not support.enabled and support.cache_options() == {}
+    assert with_device_plugin(load_conf(None)) == load_conf(None)
+
+
+def test_per_device_vgpu_quantities_are_not_summed_by_the_resource_model() -> None:
+    options = device_support(parse_conf(vgpu_conf())).cache_options()
+    assert options["ignored_resources"] == {"volcano.sh/vgpu-memory",
+                                            "volcano.sh/vgpu-memory-percentage",
+                                            "volcano.sh/vgpu-cores"}
+    assert options["device_dims"] == {"volcano.sh/vgpu-number"}
+    hami = device_support(parse_conf(vgpu_conf(profile="hami"))).cache_options()
+    assert hami["ignored_resources"] == {"nvidia.com/gpumem", "nvidia.com/gpumem-percentage",
+                                         "nvidia.com/gpucores"}
+
+
+@pytest.mark.parametrize("name", ["gpushare", "vgpu"])
+def test_sample_confs_and_clusters_run_through_lahar_simulate(
+        name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = ROOT / "conf" / f"{name}.conf"
+    sample = ROOT / "conf" / "samples" / f"{name}.yaml"
+    assert main(["conf", "check", str(conf)]) == 0
+    assert main(["simulate", "--conf", str(conf), str(sample)]) == 0
+    out = capsys.readouterr().out
+    assert "settled" in out
+    if name == "gpushare":
+        assert "default/too-big" in out and "more than one card of the node holds" in out
+    else:
+        assert "No pending pods." in out
