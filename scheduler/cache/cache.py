@@ -5,7 +5,9 @@ converted once into the scheduler's dataclasses. :meth:`snapshot` hands each ses
 copy. Decisions come back through the :class:`~scheduler.framework.interface.SessionSink`
 methods, are applied to the cache at once (a bound task holds its node's resources from that
 moment) and written to the cluster by :meth:`flush`. A bind the cluster refuses is rolled back
-and the pod is rebuilt from its last known object, so it is retried next cycle.
+and the pod is resynced from the cluster after a per-pod backoff (:mod:`scheduler.cache.resync`).
+An object that cannot be read is reported by a log line and an event naming it; a broken update
+of a pod keeps its last readable version.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
 from scheduler.cache.interface import ClusterWriter, ObjectRef, WriteError
+from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
 from scheduler.framework.close import rfc3339
 from scheduler.framework.snapshot import Snapshot
@@ -69,6 +72,9 @@ class SchedulerCache:
         self.podgroups: dict[JobID, PodGroup] = {}
         self.queues: dict[QueueID, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
+        self.device_objects: dict[str, Mapping[str, Any]] = {}
+        """Koordinator ``Device`` objects (one per node, named after it), kept raw."""
+        self.resync = ResyncQueue(clock=clock)
         self.orphans: list[JobID] = []
         """Jobs left out of the last snapshot because their queue does not exist."""
         self.broken: dict[str, str] = {}
@@ -96,6 +102,7 @@ class SchedulerCache:
             "PodGroup": self._podgroup,
             "Queue": self._queue,
             "PriorityClass": self._priority_class,
+            "Device": self._device,
         }.get(kind)
         if handler is None:
             return
@@ -104,9 +111,12 @@ class SchedulerCache:
                 handler(event == "DELETED", obj)
             except ObjectError as exc:
                 self._report_broken(kind, obj, str(exc))
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+                self._report_broken(kind, obj, f"cannot read the object: {exc!r}")
 
     def _report_broken(self, kind: str, obj: Mapping[str, Any], problem: str) -> None:
-        meta = obj.get("metadata") or {}
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else {}
         key = f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}".replace(" /", " ")
         if self.broken.get(key) == problem:
             return
@@ -147,19 +157,30 @@ class SchedulerCache:
     def _pod(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        if deleted:
+            old = self._task_by_key(key)
+            if old is not None:
+                self._remove_task(old)
+            self.pods.pop(key, None)
+            self.status.forget_pod(key)
+            self.resync.forget(key)
+            return
+        spec = obj.get("spec") or {}
+        ours = spec.get("schedulerName") in self.scheduler_names
+        task = task_from_pod(obj, ignored=self.ignored) if ours or spec.get("nodeName") else None
+        # Only a readable version replaces the cached one: a broken update keeps the last good.
         old = self._task_by_key(key)
         if old is not None:
             self._remove_task(old)
-        if deleted:
+        if task is None:
             self.pods.pop(key, None)
-            self.status.forget_pod(key)
-            return
-        spec = obj.get("spec") or {}
-        if spec.get("schedulerName") not in self.scheduler_names and not spec.get("nodeName"):
             return
         self.pods[key] = obj
-        task = task_from_pod(obj, ignored=self.ignored)
         self.broken.pop(f"Pod {key}", None)
+        if task.node_name:
+            self.resync.forget(key)  # bound: a past bind failure no longer matters
+        elif self.resync.waiting(key):
+            return  # held back until its resync is due
         self.status.seen_pod(key, obj)
         self._add_task(task)
 
@@ -217,6 +238,13 @@ class SchedulerCache:
                 problem=f"must be an integer, got {value!r}",
             )
         self.priority_classes[name] = (value, bool(obj.get("globalDefault")))
+
+    def _device(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if deleted:
+            self.device_objects.pop(name, None)
+        else:
+            self.device_objects[name] = obj
 
     # -- snapshot -------------------------------------------------------------------------
     def job_priority(self, podgroup: PodGroup) -> int:
@@ -305,10 +333,10 @@ class SchedulerCache:
         with self.lock:
             current = self.tasks.get(task.uid)
             if current is task:
-                self._remove_task(task)
-                pod = self.pods.get(task.key)
-                if pod is not None:
-                    self._add_task(task_from_pod(pod, ignored=self.ignored))
+                self._remove_task(task)  # frees the node; the pod returns on its resync
+                delay = self.resync.add(task.key)
+                log.info("pod will be resynced", pod=task.key, delay=round(delay, 3),
+                         failures=self.resync.failures(task.key))
         ref = ObjectRef(kind="Pod", name=task.name, namespace=task.namespace, uid=str(task.uid))
         condition = {
             "type": "PodScheduled",
@@ -389,8 +417,38 @@ class SchedulerCache:
                                                           message=message)
 
     # -- writing --------------------------------------------------------------------------
+    def resync_due(self) -> int:
+        """Bring back the pods whose bind failed and whose backoff is over; returns how many.
+
+        Each is read again from the cluster when the writer can (``get_pod``), otherwise rebuilt
+        from its last watched version; a failed read backs off again.
+        """
+        with self.lock:
+            keys = self.resync.due()
+        get_pod = getattr(self.writer, "get_pod", None)
+        for key in keys:
+            namespace, _, name = key.partition("/")
+            with self.lock:
+                pod: Mapping[str, Any] | None = self.pods.get(key)
+            if get_pod is not None:
+                try:
+                    pod = get_pod(namespace=namespace, name=name)
+                except WriteError as exc:
+                    with self.lock:
+                        self.resync.add(key)
+                    log.warning("cannot resync pod", pod=key, error=str(exc))
+                    continue
+            if pod is None:
+                with self.lock:
+                    self.pods.pop(key, None)
+                    self.resync.forget(key)
+                continue
+            self.apply("MODIFIED", "Pod", pod)
+        return len(keys)
+
     def flush(self) -> int:
-        """Perform every queued write; returns how many were attempted."""
+        """Resync due pods, then perform every queued write; returns how many were attempted."""
+        self.resync_due()
         done = 0
         while True:
             with self.lock:
@@ -426,6 +484,8 @@ class SchedulerCache:
                 "podgroups": {uid: pg.status_dict() for uid, pg in self.podgroups.items()},
                 "queues": sorted(self.queues),
                 "broken": dict(self.broken),
+                "resyncing": sorted(k for k in self.pods if self.resync.waiting(k)),
+                "devices": sorted(self.device_objects),
             }
 
 

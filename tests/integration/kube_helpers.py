@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -65,3 +69,62 @@ def wait_until(predicate: Callable[[], bool], *, timeout: float = 3.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
         time.sleep(0.01)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_status(url: str) -> int:
+    """HTTP status of a GET, 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+    except OSError:
+        return 0
+
+
+def parse_run_args(*argv: str) -> argparse.Namespace:
+    from scheduler.cluster.kube.flags import normalize
+    from scheduler.cluster.kube.run import add_run_arguments
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    return normalize(parser.parse_args(list(argv)))
+
+
+class RunningScheduler:
+    """``run_main`` in a thread, with its health/metrics port; stop it with :meth:`stop`."""
+
+    def __init__(self, *argv: str) -> None:
+        from scheduler.cluster.kube.run import run_main
+
+        self.port = free_port()
+        args = parse_run_args(*argv, "--enable-healthz", f"--healthz-address=127.0.0.1:{self.port}",
+                              "--enable-metrics", f"--listen-address=127.0.0.1:{self.port}",
+                              "--log-format=json")
+        self.stopped = threading.Event()
+        self.outcome: list[int] = []
+        self.thread = threading.Thread(
+            target=lambda: self.outcome.append(run_main(args, stop=self.stopped)), daemon=True)
+        self.thread.start()
+
+    def status(self, path: str) -> int:
+        return http_status(f"http://127.0.0.1:{self.port}{path}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as reply:
+            return str(reply.read().decode())
+
+    def wait_exit(self, timeout: float = 10.0) -> int:
+        self.thread.join(timeout)
+        assert self.outcome, "run_main did not return"
+        return self.outcome[0]
+
+    def stop(self) -> int:
+        self.stopped.set()
+        return self.wait_exit()

@@ -25,8 +25,8 @@ from typing import Any
 
 import structlog
 
-from scheduler import metrics
 from scheduler.cluster.kube.client import KubeClient
+from scheduler.cluster.kube.cyclemetrics import record_cycle
 from scheduler.cluster.kube.flags import add_run_arguments, normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
 from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
@@ -290,13 +290,6 @@ def _feed(cache: Any, kind: str) -> Handler:
     return handler
 
 
-def _record_cycle(stats: Any) -> None:
-    metrics.observe_e2e(stats.seconds)
-    metrics.observe_open_session(stats.plugin_open_seconds)
-    for action, seconds in stats.action_seconds.items():
-        metrics.observe_action(action, seconds)
-
-
 def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.Event) -> None:
     for attempt in range(60):
         try:
@@ -331,11 +324,19 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     timeout = args.resource_sync_timeout or None
     if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
         log.warning("caches not synced in time; scheduling anyway", timeout=timeout)
+    # A queue created a moment ago reaches the cache through its watch; without this wait the
+    # first cycles would tell the default queue's pods that their queue does not exist.
+    for _ in range(100):
+        with cache.lock:
+            if any(queue.name == args.default_queue for queue in cache.queues.values()):
+                break
+        if stop.wait(0.05):
+            break
     scheduler = Scheduler(cache=cache, conf=conf, clock=time.time, rng=random.Random(),
                           sampling=NodeSampling(args.percentage_nodes_to_find,
                                                 args.minimum_feasible_nodes,
                                                 args.minimum_percentage_nodes_to_find),
-                          on_cycle=_record_cycle)
+                          on_cycle=lambda stats: record_cycle(stats, cache))
     watcher = (ConfWatcher(args.scheduler_conf, load=load_conf, apply=scheduler.set_conf)
                if args.scheduler_conf else None)
     log.info("scheduling", names=args.scheduler_name, period=args.schedule_period)

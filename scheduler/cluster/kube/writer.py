@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import socket
 import threading
 import time
@@ -42,6 +43,7 @@ from scheduler.cluster.kube.retry import RetryPolicy, status_of
 __all__ = ["ConflictError", "KubeClusterWriter", "rfc3339"]
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 CORE = "/api/v1"
 VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
@@ -101,9 +103,16 @@ class KubeClusterWriter:
         status = self._call(what, lambda: self._status_of_post(path, body), error=BindError)
         if status not in (200, 201):
             raise BindError(f"{what}: unexpected HTTP {status}", status=status)
+        self._record_quietly(ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
+                             type="Normal", reason="Scheduled",
+                             message=f"Successfully assigned {namespace}/{name} to {node}")
 
     def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
-        """Mark the pod's conditions, then POST its Eviction; a pod already gone is done."""
+        """Mark the pod's conditions, then POST its Eviction; a pod already gone is done.
+
+        A ``Warning Evict`` event on the pod says why (``message``, Volcano's
+        ``Pod is evicted, because of <reason>``).
+        """
         now = rfc3339(self.clock())
         conditions = [
             {"type": "Ready", "status": "False", "reason": "Evict",
@@ -134,6 +143,9 @@ class KubeClusterWriter:
             if error.status == 404:
                 return
             raise
+        self._record_quietly(ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
+                             type="Warning", reason="Evict",
+                             message=message or f"Pod is evicted, because of {reason}")
 
     def update_pod_condition(self, *, namespace: str, name: str, condition: Mapping[str, Any],
                              nominated_node: str | None = None) -> None:
@@ -271,6 +283,15 @@ class KubeClusterWriter:
                 return False
             raise
         return True
+
+    def _record_quietly(self, involved: ObjectRef, *, type: str, reason: str,
+                        message: str) -> None:
+        """An event that accompanies a write that already succeeded: failing it only logs."""
+        try:
+            self.record_event(involved=involved, type=type, reason=reason, message=message)
+        except WriteError as error:
+            _log.warning("cannot record event %s on %s/%s: %s", reason, involved.namespace,
+                         involved.name, error)
 
     # -- plumbing -------------------------------------------------------------------------------
 

@@ -1,0 +1,61 @@
+"""Publish one scheduling cycle as Volcano's ``volcano_*`` metrics.
+
+Timings come from the cycle's :class:`~scheduler.loop.CycleStats`; counts and queue gauges are
+read from the cache right after the session closed (before its writes are flushed), so tasks the
+cycle bound are still ``Binding`` and pending tasks carry the condition the cycle gave them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from scheduler import metrics
+from scheduler.api.resource import Resource
+from scheduler.api.types import COMPLETED_STATUS, TaskStatus
+
+__all__ = ["record_cycle"]
+
+UNSCHEDULABLE_REASONS = frozenset({"Unschedulable", "SchedulerError"})
+
+
+def _resource_map(resource: Resource) -> dict[str, float]:
+    values = {"cpu": resource.milli_cpu, "memory": resource.memory}
+    values.update(resource.scalars)
+    return values
+
+
+def record_cycle(stats: Any, cache: Any) -> None:
+    """Observe latencies, schedule attempts, unschedulable counts and queue gauges."""
+    metrics.observe_e2e(stats.seconds)
+    metrics.observe_open_session(stats.plugin_open_seconds)
+    for action, seconds in stats.action_seconds.items():
+        metrics.observe_action(action, seconds)
+    with cache.lock:
+        unschedulable: Counter[str] = Counter()
+        scheduled = 0
+        allocated: dict[str, Resource] = {}
+        request: dict[str, Resource] = {}
+        for task in cache.tasks.values():
+            podgroup = cache.podgroups.get(task.job)
+            queue = podgroup.queue if podgroup is not None else ""
+            if task.status is TaskStatus.BINDING:
+                scheduled += 1
+            elif task.status is TaskStatus.PENDING and task.job:
+                reason = cache.status.pod_conditions.get(task.key, ("", ""))[0]
+                if reason in UNSCHEDULABLE_REASONS:
+                    unschedulable[str(task.job)] += 1
+            if not queue or task.status & COMPLETED_STATUS:
+                continue
+            request.setdefault(queue, Resource()).add(task.resreq)
+            if task.node_name:
+                allocated.setdefault(queue, Resource()).add(task.resreq)
+        queues = [(queue.name, queue.weight, queue.capability) for queue in cache.queues.values()]
+    metrics.count_schedule_attempts("scheduled", scheduled)
+    metrics.count_schedule_attempts("unschedulable", len(unschedulable))
+    metrics.set_unschedulable(dict(unschedulable))
+    for name, weight, capability in queues:
+        metrics.set_queue(name, weight=float(weight),
+                          allocated=_resource_map(allocated.get(name, Resource())),
+                          request=_resource_map(request.get(name, Resource())),
+                          capacity=_resource_map(capability) if capability is not None else None)
