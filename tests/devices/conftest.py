@@ -6,9 +6,20 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
+import structlog
+
 from tests.builders import make_node, make_pod
 
 Obj = dict[str, Any]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logging() -> None:
+    """``lahar`` commands bind structlog to the stream pytest captured for an earlier test;
+    device warnings logged later must not write to that closed stream."""
+    structlog.reset_defaults()
+
 
 BASE_TIERS = """
 actions: "enqueue, allocate, backfill"
