@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
 from scheduler.api.devices.names import GPUSHARE_LOCK, HAMI, VOLCANO
 from scheduler.api.devices.nodelock import (
@@ -23,6 +25,13 @@ from tests.builders import make_node
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 STAMP = "2026-01-01T00:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs() -> Iterator[list[dict[str, Any]]]:
+    """Keep log lines in memory: an earlier test may have pointed structlog at a closed stream."""
+    with structlog.testing.capture_logs() as logs:
+        yield logs
 
 
 class NodeStore:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
 from scheduler.api.devices.codec import ContainerDevice
 from scheduler.api.devices.names import HAMI, VOLCANO, VGpuNames
@@ -40,6 +42,13 @@ DECODED = (
                                                                       4096, 25)),
     (ContainerDevice("GPU-0aa1", "NVIDIA", 2048, 0),),
 )
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs() -> Iterator[list[dict[str, Any]]]:
+    """Keep log lines in memory: an earlier test may have pointed structlog at a closed stream."""
+    with structlog.testing.capture_logs() as logs:
+        yield logs
 
 
 class FakeCluster:

@@ -118,10 +118,12 @@ class NodeLocker:
         now = self.clock()
         if current:
             _, holder = parse_lock(str(current))
-            if lock_blocks(str(current), now, ttl=self.ttl) and not (owner and holder == owner):
+            mine = bool(owner) and holder == owner
+            if lock_blocks(str(current), now, ttl=self.ttl) and not mine:
                 raise NodeLockError(f"node {node_name} has been locked within "
                                     f"{int(self.ttl // 60)} minutes (lock {key}={current!r})")
-            log.info("breaking node lock", node=node_name, key=key, value=current)
+            if not mine:
+                log.info("breaking node lock", node=node_name, key=key, value=current)
         annotations[key] = format_lock(now, owner=owner)
         self._replace(node)
 
