@@ -107,7 +107,7 @@ def inspect_gpus(objects: Iterable[Obj]) -> GpuReport:
 
 def _gpushare(report: GpuReport, node: Obj, name: str, pods: Sequence[Obj]) -> None:
     status = node.get("status") or {}
-    values = status.get("capacity") or status.get("allocatable") or {}
+    values = status.get("allocatable") or status.get("capacity") or {}
     if GPU_NUMBER not in values and GPU_MEMORY not in values:
         return
     number = _quantity(values.get(GPU_NUMBER, 0), report, f"node {name} {GPU_NUMBER}")
@@ -120,7 +120,9 @@ def _gpushare(report: GpuReport, node: Obj, name: str, pods: Sequence[Obj]) -> N
         try:
             unhealthy = set(decode_index_list(str(text)))
         except CodecError as exc:
-            report.warnings.append(f"node {name}: unreadable {GPU_UNHEALTHY_IDS} ({exc})")
+            report.warnings.append(f"node {name}: unreadable {GPU_UNHEALTHY_IDS} ({exc}); "
+                                   f"all its cards are shown unhealthy, as the scheduler sees them")
+            unhealthy = set(range(number))
     cards = [CardUsage(node=name, family="gpushare", index=i, memory_total=total // number,
                        healthy=i not in unhealthy) for i in range(number)]
     for pod in pods:
@@ -188,14 +190,16 @@ def _vgpu(report: GpuReport, node: Obj, name: str, pods: Sequence[Obj],
 
 
 def _pod_limit(pod: Obj, resource: str, report: GpuReport) -> int:
-    """Max(sum over app containers, largest init container) of a GPU limit."""
+    """Max(sum over app containers, largest init container) of a GPU limit (else request)."""
     spec = pod.get("spec") or {}
 
     def limit(container: Obj) -> int:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        if resource not in limits:
-            return 0
-        return _quantity(limits[resource], report, f"pod {_key(pod)} limit {resource}")
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            values = resources.get(section) or {}
+            if resource in values:
+                return _quantity(values[resource], report, f"pod {_key(pod)} limit {resource}")
+        return 0
 
     app = sum(limit(c) for c in spec.get("containers") or [] if isinstance(c, Mapping))
     init = max((limit(c) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)),
