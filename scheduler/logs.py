@@ -32,10 +32,24 @@ def _wants_json(fmt: LogFormat, stream: TextIO) -> bool:
     return not (callable(isatty) and isatty())
 
 
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is at write time (it may be swapped after configuration, e.g. by
+    a test runner capturing output, and the swapped-out stream closed)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure_logging(*, verbosity: int = 0, fmt: LogFormat = "auto",
                       stream: TextIO | None = None) -> None:
     """(Re)configure structlog and the root logger to write to ``stream`` (stderr by default)."""
-    out = stream if stream is not None else sys.stderr
+    out: Any = stream if stream is not None else _CurrentStderr()
     level = level_for_verbosity(verbosity)
     as_json = _wants_json(fmt, out)
     shared: list[Any] = [
