@@ -13,9 +13,8 @@ device plugin that completes the handshake after each bind and releases the lock
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +28,9 @@ from scheduler.api.devices.base import (
     Reporter,
     config_from_args,
 )
-from scheduler.api.devices.names import (
-    GPU_ASSIGNED,
-    GPU_INDEX,
-    GPUSHARE_LOCK,
-    PREDICATE_TIME,
-    VGpuNames,
-)
+from scheduler.api.devices.names import GPUSHARE_LOCK
 from scheduler.api.devices.nodelock import NodeAccess, NodeLocker, NodeLockError
+from scheduler.api.devices.nodeside import handshake_gpushare, handshake_node
 from scheduler.api.devices.registry import NodeDevicesBuilder, enabled_families
 from scheduler.api.task import TaskInfo
 from scheduler.cache.interface import ObjectRef, WriteError
@@ -180,78 +174,26 @@ def device_support(conf: SchedulerConf, *, reporter: Reporter | None = None) -> 
 
 
 # -- the simulated node side ---------------------------------------------------------------
-HandshakeFn = Callable[[Any, str, Any, float], Any]
-
-
-def _vgpu_handshake() -> HandshakeFn | None:
-    try:
-        module = importlib.import_module("scheduler.api.devices.nodeside")
-    except ImportError:
-        return None
-    function = getattr(module, "handshake_node", None)
-    return function if callable(function) else None
-
-
 @dataclass(slots=True)
 class SimulatedDevicePlugin:
-    """What the device plugins of a node do once kubelet admits a device pod: vGPU through the
-    node-side handshake library, GPU share like ``volcano-sh/devices`` (mark the oldest
-    assigned pod ``volcano.sh/gpu-assigned: "true"`` and drop the ``gpu`` lock)."""
+    """What a node's device plugins do once kubelet admits a device pod: the node side of the
+    handshake (:mod:`scheduler.api.devices.nodeside`) for vGPU and for GPU share, which marks
+    the pod served and releases the node lock so the next device pod can come."""
 
     config: DeviceConfig
     reporter: Reporter
 
     def __call__(self, cluster: SimCluster, node_name: str) -> None:
-        if self.config.vgpu:
-            handshake = _vgpu_handshake() or _minimal_vgpu_handshake
-            try:
-                handshake(cluster, node_name, self.config.names, cluster.clock())
-            except Exception as exc:  # the node side must never stop the simulation
-                self._warn(node_name, f"vGPU handshake on node {node_name} failed: {exc}")
-        if self.config.gpu_sharing or self.config.gpu_number:
-            self._gpushare(cluster, node_name)
-
-    def _gpushare(self, cluster: SimCluster, node_name: str) -> None:
-        waiting = [pod for pod in cluster.list_pods_on_node(node_name)
-                   if GPU_INDEX in _annotations(pod)
-                   and _annotations(pod).get(GPU_ASSIGNED) != "true"]
-        if waiting:
-            pod = min(waiting, key=lambda p: _int(_annotations(p).get(PREDICATE_TIME)))
-            meta = pod["metadata"]
-            cluster.patch_pod_annotations(meta.get("namespace", "default"), meta["name"],
-                                          {GPU_ASSIGNED: "true"})
-        node = cluster.get_node(node_name)
-        if GPUSHARE_LOCK in _annotations(node):
-            del node["metadata"]["annotations"][GPUSHARE_LOCK]
-            cluster.replace_node(node)
-
-    def _warn(self, node_name: str, message: str) -> None:
-        self.reporter.warn(DeviceWarning(kind="Node", name=node_name, message=message))
+        now = cluster.clock()
+        try:
+            if self.config.vgpu:
+                handshake_node(cluster, node_name, self.config.names, now, sleep=_no_sleep)
+            if self.config.gpu_sharing or self.config.gpu_number:
+                handshake_gpushare(cluster, node_name, now, sleep=_no_sleep)
+        except Exception as exc:  # the node side must never stop the simulation
+            self.reporter.warn(DeviceWarning(kind="Node", name=node_name, message=(
+                f"simulated device plugin on node {node_name} failed: {exc}")))
 
 
-def _minimal_vgpu_handshake(cluster: SimCluster, node_name: str, names: VGpuNames,
-                            now: float) -> None:
-    """Used only when the node-side library is not installed: the oldest ``allocating`` pod
-    on the node becomes ``success`` and the node's vGPU lock is dropped."""
-    waiting = [pod for pod in cluster.list_pods_on_node(node_name)
-               if _annotations(pod).get(names.bind_phase) == "allocating"]
-    if waiting:
-        pod = min(waiting, key=lambda p: _int(_annotations(p).get(names.bind_time)))
-        meta = pod["metadata"]
-        cluster.patch_pod_annotations(meta.get("namespace", "default"), meta["name"],
-                                      {names.bind_phase: "success"})
-    node = cluster.get_node(node_name)
-    if names.lock in _annotations(node):
-        del node["metadata"]["annotations"][names.lock]
-        cluster.replace_node(node)
-
-
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
-
-
-def _int(text: object) -> int:
-    try:
-        return int(str(text))
-    except ValueError:
-        return 0
+def _no_sleep(seconds: float) -> None:
+    """Simulated time does not pass while the node side retries."""
