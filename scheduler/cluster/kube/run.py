@@ -309,13 +309,17 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     """The leader's work: mirror the cluster into the cache and run cycles until ``stop``."""
     from scheduler.cache.cache import SchedulerCache
     from scheduler.conf import load_conf
+    from scheduler.devices import device_support
     from scheduler.framework.session import NodeSampling
     from scheduler.loop import Scheduler
 
     writer = KubeClusterWriter(client, scheduler_name=args.scheduler_name[0])
+    # Device families come from the conf at start; switching them needs a restart.
+    devices = device_support(conf)
     cache = SchedulerCache(writer=writer, scheduler_names=args.scheduler_name,
                            default_queue=args.default_queue, clock=time.time,
-                           node_selector=args.node_selector)
+                           node_selector=args.node_selector, **devices.cache_options())
+    devices.install(cache, access=writer, clock=time.time)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind))
                                  for spec in RESOURCES])
