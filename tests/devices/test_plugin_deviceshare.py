@@ -93,3 +93,37 @@ def test_sample_confs_and_clusters_run_through_lahar_simulate(
         assert "default/too-big" in out and "more than one card of the node holds" in out
     else:
         assert "No pending pods." in out
+
+
+def test_a_failed_bind_gives_back_the_node_lock_and_the_pod_is_placed_later() -> None:
+    from scheduler.cache.interface import WriteError
+    from scheduler.cluster.manifests import Manifest
+    from scheduler.simulate import build_simulation
+    from tests.builders import conf_of
+    from tests.devices.conftest import gpushare_conf
+
+    failures = [True]
+    held: list[str] = []
+
+    def fail_once(task: object) -> None:
+        if failures:
+            failures.pop()
+            held.append(cluster.objects["Node"]["n1"]["metadata"]["annotations"].get("gpu", ""))
+            raise WriteError("injected", status=500)
+
+    cluster, cache, scheduler = build_simulation(
+        [Manifest("n", gpu_node("n1")), Manifest("p", gpu_pod("p", memory=1000))],
+        conf=conf_of(gpushare_conf(lock=True)))
+    cache.pre_bind_hooks.append(fail_once)
+    scheduler.run_once()
+    cache.flush()
+    node = cluster.objects["Node"]["n1"]
+    pod = cluster.objects["Pod"]["default/p"]
+    assert held == ["2026-01-01T00:00:00Z"]  # the lock was taken for the bind that failed
+    assert "gpu" not in node["metadata"].get("annotations", {})
+    assert not pod["spec"].get("nodeName")
+    for _ in range(3):
+        cluster.clock.advance(1.0)
+        scheduler.run_once()
+        cache.flush()
+    assert cluster.objects["Pod"]["default/p"]["spec"]["nodeName"] == "n1"
