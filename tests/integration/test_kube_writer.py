@@ -120,6 +120,18 @@ def test_evict_marks_conditions_then_uses_the_eviction_api(
     assert eviction.body["kind"] == "Eviction" and eviction.body["apiVersion"] == "policy/v1"
     assert eviction.body["deleteOptions"]["preconditions"]["uid"] == pod_uid
     assert apiserver.get("v1/pods", "team/p1") is None
+    (event,) = [r.body for r in apiserver.requests_to("POST", r"/events$")]
+    assert (event["type"], event["reason"]) == ("Warning", "Evict")
+    assert event["message"] == "Pod team/p1 is preempted by team/high"
+    assert event["involvedObject"]["uid"] == pod_uid
+
+
+def test_successful_bind_records_a_scheduled_event(
+        apiserver: ApiServerDouble, writer: KubeClusterWriter, pod_uid: str) -> None:
+    bind(writer, pod_uid)
+    (event,) = [r.body for r in apiserver.requests_to("POST", r"/events$")]
+    assert (event["type"], event["reason"]) == ("Normal", "Scheduled")
+    assert event["message"] == "Successfully assigned team/p1 to n1"
 
 
 def test_evict_blocked_by_disruption_budget_is_reported_not_retried(
