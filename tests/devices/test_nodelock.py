@@ -58,9 +58,12 @@ class NodeStore:
         with self.lock:
             self.gets += 1
             node = copy.deepcopy(self.nodes[name])
-        if self.barrier is not None:
-            # Everybody reads the same version before anybody writes.
-            self.barrier.wait(timeout=5)
+        barrier = self.barrier
+        if barrier is not None:
+            # Everybody reads the same version before anybody writes; only the first read
+            # of each racer waits, so the re-read after a conflict goes straight through.
+            barrier.wait(timeout=5)
+            self.barrier = None
         return node
 
     def replace_node(self, node: dict[str, Any]) -> dict[str, Any]:
