@@ -226,3 +226,31 @@ def test_device_objects_reach_the_cache_when_the_crd_is_served(
     wait_until(lambda: "n1" in cache.device_objects, message="Device in the cache")
     apiserver.delete(DEVICE_COLLECTION, "n1")
     wait_until(lambda: "n1" not in cache.device_objects, message="Device gone")
+
+
+def test_plain_pods_get_a_podgroup_and_are_scheduled(
+        apiserver: ApiServerDouble, scheduler_runs: list[RunningScheduler]) -> None:
+    apiserver.create("v1/nodes", make_node("n1", cpu="4"))
+    plain = pod("plain", group="")
+    plain["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] = "default"
+    plain["spec"]["priorityClassName"] = "high"
+    apiserver.create("v1/pods", plain)
+    apiserver.create("v1/pods", pod("other-scheduler", group="") | {
+        "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "c"}]}})
+    run = RunningScheduler("--master", apiserver.url, *FAST)
+    scheduler_runs.append(run)
+    wait_until(lambda: node_of(apiserver, "plain") == "n1", timeout=8.0,
+               message="plain pod bound")
+    stored = apiserver.get("v1/pods", "team/plain") or {}
+    group = stored["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+    assert group == f"podgroup-{stored['metadata']['uid']}"
+    podgroup = apiserver.get(PODGROUPS, f"team/{group}") or {}
+    assert podgroup["spec"]["minMember"] == 1
+    assert podgroup["spec"]["queue"] == "default"
+    assert podgroup["spec"]["priorityClassName"] == "high"
+    assert podgroup["spec"]["minResources"] == {"cpu": "1", "memory": "1Gi"}
+    assert podgroup["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+    # A pod of another scheduler is left alone.
+    other = apiserver.get("v1/pods", "team/other-scheduler") or {}
+    assert "scheduling.k8s.io/group-name" not in (other["metadata"].get("annotations") or {})
+    assert run.stop() == 0

@@ -30,6 +30,7 @@ from scheduler.cache.interface import ObjectRef
 from scheduler.cli import build_parser
 from scheduler.cluster.kube.flags import normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
+from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import RESOURCES
 from scheduler.cluster.kube.retry import RetryPolicy
 from scheduler.cluster.kube.writer import KubeClusterWriter
@@ -43,10 +44,11 @@ MANIFESTS = sorted([*CRDS.glob("*.yaml"), *DEPLOY.glob("*.yaml")])
 
 # (apiGroup, resource, verb) the scheduler needs cluster-wide, read from the code:
 # reflector.RESOURCES (list, watch), writer.py (binds, evictions, status, events, default
-# queue, node lock) and cache resync (get pod). The queue-status fallback that patches the
+# queue, node lock), cache resync (get pod) and the podgroup controller (create PodGroup,
+# patch the pod's group annotation). The queue-status fallback that patches the
 # Queue object itself only runs when the Queue CRD has no status subresource; ours has one.
 CLUSTER_NEEDS = {
-    ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
+    ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
     ("", "pods/binding", "create"),
     ("", "pods/eviction", "create"),
     ("", "pods/status", "patch"),
@@ -57,6 +59,7 @@ CLUSTER_NEEDS = {
     ("scheduling.volcano.sh", "podgroups", "list"),
     ("scheduling.volcano.sh", "podgroups", "watch"),
     ("scheduling.volcano.sh", "podgroups", "patch"),
+    ("scheduling.volcano.sh", "podgroups", "create"),
     ("scheduling.volcano.sh", "queues", "get"), ("scheduling.volcano.sh", "queues", "list"),
     ("scheduling.volcano.sh", "queues", "watch"), ("scheduling.volcano.sh", "queues", "create"),
     ("scheduling.volcano.sh", "queues/status", "patch"),
@@ -525,6 +528,12 @@ def _recorded_calls(lease_namespace: str, lease_name: str) -> list[tuple[str, ..
     for _ in range(2):  # the second identical event bumps the first one's count
         writer.record_event(involved=ref, type="Warning", reason="FailedScheduling",
                             message="0/1 nodes are unavailable: 1 Insufficient cpu.")
+
+    groups = PodGroupController(client, ["volcano"],  # type: ignore[arg-type]
+                                retry=RetryPolicy(attempts=1))
+    groups.observe("ADDED", {"metadata": {"name": "plain", "namespace": "ns", "uid": "u2"},
+                             "spec": {"schedulerName": "volcano", "containers": []}})
+    assert groups.sync() == 1
 
     elector = LeaderElector(client,  # type: ignore[arg-type]
                             LeaseConfig(name=lease_name, namespace=lease_namespace,

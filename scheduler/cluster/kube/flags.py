@@ -88,6 +88,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--cache-dump-dir", default="/tmp",
                        help="where SIGUSR1 writes the cache as JSON (default /tmp)")
     _flag(sched, "--cache-dumper", True, "dump the cache on SIGUSR1")
+    _flag(sched, "--enable-podgroup-controller", True,
+          "give plain pods of our schedulers a PodGroup, as Volcano's controller does")
 
     api = parser.add_argument_group("API server")
     api.add_argument("--kubeconfig", default="", help="kubeconfig path (empty = in-cluster)")

@@ -19,16 +19,18 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
+from scheduler.cache.interface import ObjectRef
 from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.cyclemetrics import record_cycle
 from scheduler.cluster.kube.flags import add_run_arguments, normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
+from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
 from scheduler.cluster.kube.retry import status_of
 from scheduler.cluster.kube.writer import KubeClusterWriter
@@ -283,11 +285,24 @@ def _dump(cache: Any, directory: str) -> None:
         log.error("cannot write the cache dump", directory=directory, error=str(error))
 
 
-def _feed(cache: Any, kind: str) -> Handler:
+def _feed(cache: Any, kind: str, groups: PodGroupController | None = None) -> Handler:
     def handler(event_type: str, obj: dict[str, Any]) -> None:
         cache.apply(event_type, kind, obj)
+        if groups is not None and kind == "Pod":
+            groups.observe(event_type, obj)
 
     return handler
+
+
+def _report_pod(writer: KubeClusterWriter, pod: Mapping[str, Any], message: str) -> None:
+    meta = pod.get("metadata") or {}
+    involved = ObjectRef(kind="Pod", name=meta.get("name", ""),
+                         namespace=meta.get("namespace", "default"), uid=meta.get("uid", ""))
+    try:
+        writer.record_event(involved=involved, type="Warning", reason="FailedCreatePodGroup",
+                            message=message)
+    except Exception as error:
+        log.warning("cannot record event", pod=involved.name, error=str(error))
 
 
 def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.Event) -> None:
@@ -320,8 +335,11 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                            default_queue=args.default_queue, clock=time.time,
                            node_selector=args.node_selector, **devices.cache_options())
     devices.install(cache, access=writer, clock=time.time)
+    groups = (PodGroupController(client, args.scheduler_name,
+                                 report=lambda pod, message: _report_pod(writer, pod, message))
+              if args.enable_podgroup_controller else None)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
-                                           handler=_feed(cache, spec.kind))
+                                           handler=_feed(cache, spec.kind, groups))
                                  for spec in RESOURCES])
     reflectors.start(stop)
     _ensure_default_queue(writer, args.default_queue, stop)
@@ -348,6 +366,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         while not stop.is_set():
             health.synced = reflectors.has_synced
             try:
+                if groups is not None:
+                    groups.sync()
                 scheduler.run_once()
                 cache.flush()
             except Exception:
