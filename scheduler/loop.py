@@ -31,6 +31,8 @@ class CycleStats:
     seconds: float = 0.0
     action_seconds: dict[str, float] = field(default_factory=dict)
     plugin_open_seconds: float = 0.0
+    plugin_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
+    """``(plugin, "OnSessionOpen"|"OnSessionClose")`` → seconds, as Volcano's plugin metric."""
     jobs: int = 0
     nodes: int = 0
 
@@ -94,6 +96,7 @@ class Scheduler:
             close_session(session)
             self.cache.report_orphans()
             self.cursor = session.cursor
+            stats.plugin_seconds = dict(session.plugin_seconds)
         stats.seconds = time.perf_counter() - started
         if self.on_cycle is not None:
             self.on_cycle(stats)

@@ -7,6 +7,7 @@ changed, so a quiet cycle writes nothing.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from scheduler.api.job import JobInfo
@@ -73,7 +74,9 @@ def task_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:
 
 def close_session(session: Session) -> None:
     for entry in session.plugin_entries():
+        started = time.perf_counter()
         entry.plugin.on_session_close(session)
+        session.time_plugin(entry, "OnSessionClose", time.perf_counter() - started)
     now = rfc3339(session.clock())
     for job in session.jobs.values():
         _close_job(session, job, now)

@@ -9,6 +9,7 @@ overuse, sums for scores, and tier-scoped votes for pipelining and enqueueing.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +112,8 @@ class Session:
             self.total_resource.add(node.allocatable)
         self.tiers = [list(tier) for tier in tiers]
         self.invalid_jobs: dict[JobID, tuple[str, str]] = {}
+        self.plugin_seconds: dict[tuple[str, str], float] = {}
+        """``(plugin name, "OnSessionOpen"|"OnSessionClose")`` → seconds spent there."""
         self.podgroup_status_before = {uid: job.podgroup.clone() for uid, job in self.jobs.items()}
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._job_order = self._flat(h.JobOrder, "job_order")
@@ -126,11 +129,18 @@ class Session:
         """Run every plugin's ``on_session_open`` in tier order, then drop invalid jobs."""
         for tier in self.tiers:
             for entry in tier:
+                started = time.perf_counter()
                 entry.plugin.on_session_open(self)
+                self.time_plugin(entry, "OnSessionOpen", time.perf_counter() - started)
         for job in list(self.jobs.values()):
             verdict = self.job_valid(job)
             if verdict is not None:
                 self.invalid_jobs[job.uid] = verdict
+
+    def time_plugin(self, entry: PluginEntry, stage: str, seconds: float) -> None:
+        name = getattr(entry.plugin, "NAME", "") or type(entry.plugin).__name__
+        key = (name, stage)
+        self.plugin_seconds[key] = self.plugin_seconds.get(key, 0.0) + seconds
 
     def plugin_entries(self) -> list[PluginEntry]:
         return [entry for tier in self.tiers for entry in tier]

@@ -193,6 +193,8 @@ def test_run_writes_conditions_events_statuses_and_metrics(
     body = run.metrics()
     for series in ("volcano_e2e_scheduling_latency_milliseconds_count",
                    'volcano_action_scheduling_latency_milliseconds_count{action="allocate"}',
+                   'volcano_plugin_scheduling_latency_milliseconds_count{OnSession="OnSessionOpen",plugin="gang"}',
+                   'volcano_plugin_scheduling_latency_milliseconds_count{OnSession="OnSessionClose",plugin="proportion"}',
                    'volcano_schedule_attempts_total{result="scheduled"}',
                    'volcano_schedule_attempts_total{result="unschedulable"}',
                    'volcano_unschedule_task_count{job_id="team/too-big"} 1.0',

@@ -31,6 +31,8 @@ def record_cycle(stats: Any, cache: Any) -> None:
     metrics.observe_open_session(stats.plugin_open_seconds)
     for action, seconds in stats.action_seconds.items():
         metrics.observe_action(action, seconds)
+    for (plugin, stage), seconds in stats.plugin_seconds.items():
+        metrics.observe_plugin(plugin, stage, seconds)
     with cache.lock:
         unschedulable: Counter[str] = Counter()
         scheduled = 0
