@@ -175,7 +175,7 @@ def gang(
     return objs
 
 
-BINPACK_CONF = """
+PACKING_TIERS = """
 actions: "enqueue, allocate, backfill"
 tiers:
 - plugins: [{name: priority}, {name: gang}, {name: conformance}]
@@ -185,8 +185,10 @@ tiers:
   - {name: predicates}
   - {name: proportion}
   - {name: nodeorder, arguments: {leastrequested.weight: 0, balancedresource.weight: 0}}
-  - {name: binpack, arguments: {binpack.weight: 10}}
 """
+"""The default tiers with the spreading node scores off; append plugins to the last tier."""
+
+BINPACK_CONF = PACKING_TIERS + "  - {name: binpack, arguments: {binpack.weight: 10}}\n"
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.builders import make_node, make_pod
+from tests.builders import PACKING_TIERS, make_node, make_pod
 
 Obj = dict[str, Any]
 
@@ -21,17 +21,7 @@ def _fresh_logging() -> None:
     structlog.reset_defaults()
 
 
-BASE_TIERS = """
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins: [{name: priority}, {name: gang}, {name: conformance}]
-- plugins:
-  - {name: overcommit}
-  - {name: drf}
-  - {name: predicates}
-  - {name: proportion}
-  - {name: nodeorder, arguments: {leastrequested.weight: 0, balancedresource.weight: 0}}
-"""
+BASE_TIERS = PACKING_TIERS
 
 
 def deviceshare_conf(**arguments: Any) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import threading
 import time
 import urllib.error
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_helpers import make_node, make_pod, wait_until
+from kube_helpers import free_port, http_status, make_node, make_pod, wait_until
 
 from scheduler.cluster.kube.flags import normalize, parse_duration
 from scheduler.cluster.kube.run import ConfWatcher, add_run_arguments, run_main, write_cache_dump
@@ -110,22 +109,6 @@ def test_cache_dump_is_json_in_the_dump_dir(tmp_path: Path) -> None:
     path = write_cache_dump({"nodes": {"n1": {"tasks": []}}}, str(tmp_path))
     assert Path(path).parent == tmp_path and path.endswith(".json")
     assert json.loads(Path(path).read_text()) == {"nodes": {"n1": {"tasks": []}}}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
-    except OSError:
-        return 0
 
 
 def pod_with_request(name: str) -> dict[str, Any]:
