@@ -12,7 +12,6 @@ of a pod keeps its last readable version.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,9 +27,10 @@ from scheduler.api.queue import QueueInfo, queue_from_object
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
-from scheduler.cache.interface import ClusterWriter, ObjectRef, WriteError
+from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
+from scheduler.cache.writes import CacheWrites
 from scheduler.framework.close import rfc3339
 from scheduler.framework.snapshot import Snapshot
 
@@ -42,7 +42,7 @@ NodeDevicesBuilder = Callable[[NodeInfo], dict[str, Any]]
 """Builds ``NodeInfo.others`` (device family → device object) for a freshly built node."""
 
 
-class SchedulerCache:
+class SchedulerCache(CacheWrites):
     def __init__(
         self,
         *,
@@ -284,106 +284,6 @@ class SchedulerCache:
             queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
             return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
 
-    # -- SessionSink ----------------------------------------------------------------------
-    def bind(self, tasks: Sequence[TaskInfo]) -> None:
-        with self.lock:
-            for decided in tasks:
-                task = self.tasks.get(decided.uid)
-                if task is None:
-                    continue
-                self._remove_task(task)
-                task.status = TaskStatus.BINDING
-                task.node_name = decided.node_name
-                task.bind_annotations = dict(decided.bind_annotations)
-                self._add_task(task)
-                self._writes.append(functools.partial(self._write_bind, task))
-
-    def _write_bind(self, task: TaskInfo) -> None:
-        failure: WriteError | None = None
-        try:
-            for hook in self.pre_bind_hooks:
-                hook(task)
-            self.writer.bind(
-                namespace=task.namespace,
-                name=task.name,
-                uid=str(task.uid),
-                node=task.node_name,
-                annotations=task.bind_annotations,
-            )
-        except WriteError as exc:
-            if exc.status == 409:
-                log.info("pod already bound", pod=task.key)
-            else:
-                failure = exc
-                self._bind_failed(task, exc)
-        for after in self.post_bind_hooks:
-            after(task, failure)
-
-    def report_event(self, *, involved: ObjectRef, type: str, reason: str, message: str) -> None:
-        """Queue an Event (written by the next :meth:`flush`, never under the cache lock)."""
-        self._writes.append(
-            lambda: self.writer.record_event(
-                involved=involved, type=type, reason=reason, message=message
-            )
-        )
-
-    def _bind_failed(self, task: TaskInfo, exc: Exception) -> None:
-        log.warning("bind failed", pod=task.key, node=task.node_name, error=str(exc))
-        message = f"failed to bind to node {task.node_name}: {exc}"
-        with self.lock:
-            current = self.tasks.get(task.uid)
-            if current is task:
-                self._remove_task(task)  # frees the node; the pod returns on its resync
-                delay = self.resync.add(task.key)
-                log.info("pod will be resynced", pod=task.key, delay=round(delay, 3),
-                         failures=self.resync.failures(task.key))
-        ref = ObjectRef(kind="Pod", name=task.name, namespace=task.namespace, uid=str(task.uid))
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "SchedulerError",
-            "message": message,
-            "lastTransitionTime": rfc3339(self.clock()),
-        }
-        self.status.pod_conditions[task.key] = ("SchedulerError", message)
-        try:
-            self.writer.update_pod_condition(
-                namespace=task.namespace, name=task.name, condition=condition
-            )
-            self.writer.record_event(
-                involved=ref, type="Warning", reason="FailedScheduling", message=message
-            )
-        except WriteError as write_exc:
-            log.warning("could not report bind failure", pod=task.key, error=str(write_exc))
-
-    def evict(self, task: TaskInfo, reason: str) -> None:
-        with self.lock:
-            cached = self.tasks.get(task.uid)
-            if cached is None:
-                return
-            self._remove_task(cached)
-            cached.status = TaskStatus.RELEASING
-            self._add_task(cached)
-        message = f"Pod is evicted, because of {reason}"
-
-        def write() -> None:
-            try:
-                self.writer.evict(
-                    namespace=task.namespace,
-                    name=task.name,
-                    uid=str(task.uid),
-                    reason=reason,
-                    message=message,
-                )
-            except WriteError as exc:
-                log.warning("eviction failed", pod=task.key, error=str(exc))
-                with self.lock:
-                    pod = self.pods.get(task.key)
-                    if pod is not None:
-                        self._pod(False, pod)
-
-        self._writes.append(write)
-
     def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
         with self.lock:
             cached = self.podgroups.get(job.uid)
@@ -415,55 +315,6 @@ class SchedulerCache:
                     if task.job == uid and task.status is TaskStatus.PENDING:
                         self.status.update_task_condition(task, reason="Unschedulable",
                                                           message=message)
-
-    # -- writing --------------------------------------------------------------------------
-    def resync_due(self) -> int:
-        """Bring back the pods whose bind failed and whose backoff is over; returns how many.
-
-        Each is read again from the cluster when the writer can (``get_pod``), otherwise rebuilt
-        from its last watched version; a failed read backs off again.
-        """
-        with self.lock:
-            keys = self.resync.due()
-        get_pod = getattr(self.writer, "get_pod", None)
-        for key in keys:
-            namespace, _, name = key.partition("/")
-            with self.lock:
-                pod: Mapping[str, Any] | None = self.pods.get(key)
-            if get_pod is not None:
-                try:
-                    pod = get_pod(namespace=namespace, name=name)
-                except WriteError as exc:
-                    with self.lock:
-                        self.resync.add(key)
-                    log.warning("cannot resync pod", pod=key, error=str(exc))
-                    continue
-            if pod is None:
-                with self.lock:
-                    self.pods.pop(key, None)
-                    self.resync.forget(key)
-                continue
-            self.apply("MODIFIED", "Pod", pod)
-        return len(keys)
-
-    def flush(self) -> int:
-        """Resync due pods, then perform every queued write; returns how many were attempted."""
-        self.resync_due()
-        done = 0
-        while True:
-            with self.lock:
-                if not self._writes:
-                    return done
-                write = self._writes.popleft()
-            try:
-                write()
-            except WriteError as exc:
-                log.warning("write failed", error=str(exc), status=exc.status)
-            done += 1
-
-    @property
-    def pending_writes(self) -> int:
-        return len(self._writes)
 
     def dump(self) -> dict[str, Any]:
         """A JSON-able picture of the cache (for SIGUSR1)."""
