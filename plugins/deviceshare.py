@@ -170,6 +170,9 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
             out.extend(family.vector_reasons(request, table.columns))
         return out
 
+    def wants_exact(self, task: TaskInfo) -> bool:
+        return bool(self._safe_requests(task))
+
     def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         requests = self._safe_requests(task)
         if not requests:

@@ -136,6 +136,10 @@ class ExactPredicate(Protocol):
 
     def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None: ...
 
+    def wants_exact(self, task: TaskInfo) -> bool:
+        """False when :meth:`check_node` would pass every node for ``task`` (e.g. a pod that
+        asks for no device), so the per-node loop can be skipped."""
+
 
 @runtime_checkable
 class NodeScorer(Protocol):

@@ -54,7 +54,7 @@ def feasible_nodes(
     if len(rows):
         start = session.cursor % max(total, 1)
         rows = np.concatenate((rows[rows >= start], rows[rows < start]))
-        if session.has_exact_predicates:
+        if session.wants_exact(task):
             rows, exact_failures = _exact(session, task, rows, target)
         elif len(rows) > target:
             rows = rows[:target]

@@ -262,9 +262,9 @@ class Session:
                     remaining &= ~failed
         return out
 
-    @property
-    def has_exact_predicates(self) -> bool:
-        return bool(self._exact)
+    def wants_exact(self, task: TaskInfo) -> bool:
+        """Whether any exact predicate has something to check for ``task``."""
+        return any(plugin.wants_exact(task) for plugin in self._exact)
 
     def exact_check(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         for plugin in self._exact:
