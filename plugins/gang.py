@@ -109,16 +109,8 @@ class Gang(PluginBase[NoArgs]):
             if job.is_ready():
                 if job.task_status_index.get(TaskStatus.PENDING) or job.count(READY_STATUS):
                     session.update_podgroup_condition(
-                        job,
-                        {
-                            "type": "Scheduled",
-                            "status": "True",
-                            "transitionID": session.uid,
-                            "lastTransitionTime": now,
-                            "reason": "tasks in gang are ready to be scheduled",
-                            "message": "",
-                        },
-                    )
+                        job, "Scheduled", reason="tasks in gang are ready to be scheduled",
+                        message="", now=now)
                     _clear_unschedulable(job)
                 continue
             pending = job.task_status_index.get(TaskStatus.PENDING, {}).values()
@@ -129,16 +121,7 @@ class Gang(PluginBase[NoArgs]):
             )
             job.job_fit_error = message
             session.update_podgroup_condition(
-                job,
-                {
-                    "type": "Unschedulable",
-                    "status": "True",
-                    "transitionID": session.uid,
-                    "lastTransitionTime": now,
-                    "reason": "NotEnoughResources",
-                    "message": message,
-                },
-            )
+                job, "Unschedulable", reason="NotEnoughResources", message=message, now=now)
 
 
 def _clear_unschedulable(job: JobInfo) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.api.job import JobInfo
-from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_RUNNING
 from scheduler.api.resource import PODS, Resource
-from scheduler.api.types import ALLOCATED_STATUS, Vote
+from scheduler.api.types import Vote
 from scheduler.framework.arguments import arg
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.session import Session
@@ -39,16 +38,9 @@ class Overcommit(PluginBase[OvercommitArgs]):
         self.idle = session.total_resource.without(PODS).multi(factor).sub(used.without(PODS))
         self.inqueue = Resource()
         for job in session.jobs.values():
-            minimum = job.podgroup.min_resources
-            if minimum is None:
-                continue
-            if job.podgroup.phase == PHASE_INQUEUE:
-                self.inqueue.add(minimum)
-            elif (
-                job.podgroup.phase == PHASE_RUNNING
-                and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member
-            ):
-                self.inqueue.add(minimum.exceeded_part(job.allocated))
+            demand = job.inqueue_demand()
+            if demand is not None:
+                self.inqueue.add(demand)
 
     def job_enqueueable(self, job: JobInfo) -> Vote:
         minimum = job.podgroup.min_resources

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scheduler.api.job import JobInfo
-from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_RUNNING
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import PODS, Default, Resource
 from scheduler.api.task import TaskInfo
@@ -103,13 +102,9 @@ class Proportion(PluginBase[NoArgs]):
                     attr.request.add(task.resreq.without(PODS))
             minimum = job.podgroup.min_resources
             if minimum is not None:
-                if job.podgroup.phase == PHASE_INQUEUE:
-                    attr.inqueue.add(minimum)
-                elif (
-                    job.podgroup.phase == PHASE_RUNNING
-                    and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member
-                ):
-                    attr.inqueue.add(minimum.exceeded_part(job.allocated))
+                demand = job.inqueue_demand()
+                if demand is not None:
+                    attr.inqueue.add(demand)
                 attr.elastic.add(job.allocated.without(PODS).exceeded_part(minimum))
         compute_deserved(list(self.attrs.values()), total)
         for attr in self.attrs.values():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from scheduler.api.podgroup import PHASE_PENDING, PodGroup
+from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_PENDING, PHASE_RUNNING, PodGroup
 from scheduler.api.resource import Resource
 from scheduler.api.status import FitErrors
 from scheduler.api.task import TaskInfo
@@ -95,6 +95,20 @@ class JobInfo:
 
     def count(self, status: TaskStatus) -> int:
         return sum(len(tasks) for flag, tasks in self.task_status_index.items() if flag & status)
+
+    def inqueue_demand(self) -> Resource | None:
+        """What an admitted job still holds in reserve for its queue: all of ``minResources``
+        while ``Inqueue``, the part not yet allocated once ``Running`` with its gang placed;
+        None when it reserves nothing."""
+        minimum = self.podgroup.min_resources
+        if minimum is None:
+            return None
+        if self.podgroup.phase == PHASE_INQUEUE:
+            return minimum
+        if (self.podgroup.phase == PHASE_RUNNING
+                and self.count(ALLOCATED_STATUS) >= self.podgroup.min_member):
+            return minimum.exceeded_part(self.allocated)
+        return None
 
     # -- gang counters --------------------------------------------------------------------
     def ready_task_num(self) -> int:

@@ -11,7 +11,7 @@ import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -41,17 +41,14 @@ class CacheWrites:
     post_bind_hooks: list[Callable[[TaskInfo, Exception | None], None]]
     _writes: deque[Callable[[], None]]
 
-    def _add_task(self, task: TaskInfo) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # defined by the cache
+        def _add_task(self, task: TaskInfo) -> None: ...
 
-    def _remove_task(self, task: TaskInfo) -> None:
-        raise NotImplementedError
+        def _remove_task(self, task: TaskInfo) -> None: ...
 
-    def _pod(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        raise NotImplementedError
+        def _pod(self, deleted: bool, obj: Mapping[str, Any]) -> None: ...
 
-    def apply(self, event: str, kind: str, obj: Mapping[str, Any]) -> None:
-        raise NotImplementedError
+        def apply(self, event: str, kind: str, obj: Mapping[str, Any]) -> None: ...
 
     # -- SessionSink ----------------------------------------------------------------------
     def bind(self, tasks: Sequence[TaskInfo]) -> None:

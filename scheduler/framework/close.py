@@ -94,16 +94,7 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
     if invalid is not None:
         reason, message = invalid
         session.update_podgroup_condition(
-            job,
-            {
-                "type": "Unschedulable",
-                "status": "True",
-                "transitionID": session.uid,
-                "lastTransitionTime": now,
-                "reason": reason,
-                "message": message,
-            },
-        )
+            job, "Unschedulable", reason=reason, message=message, now=now)
         job.job_fit_error = message
     podgroup = job.podgroup
     before = session.podgroup_status_before.get(job.uid)

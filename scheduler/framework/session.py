@@ -328,7 +328,11 @@ class Session:
                 job.update_task_status(task, TaskStatus.BINDING)
 
     # -- podgroup conditions --------------------------------------------------------------
-    def update_podgroup_condition(self, job: JobInfo, condition: dict[str, Any]) -> None:
+    def update_podgroup_condition(self, job: JobInfo, kind: str, *, reason: str, message: str,
+                                  now: str) -> None:
+        """Set the PodGroup condition ``kind`` (status True), stamped with this session."""
+        condition = {"type": kind, "status": "True", "transitionID": self.uid,
+                     "lastTransitionTime": now, "reason": reason, "message": message}
         conditions = job.podgroup.conditions
         for i, existing in enumerate(conditions):
             if existing.get("type") == condition["type"]:

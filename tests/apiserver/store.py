@@ -100,28 +100,16 @@ def status_body(code: int, message: str, reason: str = "") -> dict[str, Any]:
             "message": message, "reason": reason or _REASONS.get(code, ""), "code": code}
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
+def merge_patch(target: Any, patch: Any, *, conditions_by_type: bool = False) -> Any:
+    """RFC 7386 JSON merge patch; with ``conditions_by_type``, ``conditions`` lists merge
+    element-wise by ``type`` as a strategic merge patch does."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def strategic_merge(target: Any, patch: Any) -> Any:
-    """Merge patch, except ``conditions`` lists merge element-wise by ``type``."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        elif key == "conditions" and isinstance(value, list):
+        elif conditions_by_type and key == "conditions" and isinstance(value, list):
             merged = [dict(c) for c in result.get(key) or []]
             for condition in value:
                 for index, existing in enumerate(merged):
@@ -132,8 +120,14 @@ def strategic_merge(target: Any, patch: Any) -> Any:
                     merged.append(copy.deepcopy(condition))
             result[key] = merged
         else:
-            result[key] = strategic_merge(result.get(key), value)
+            result[key] = merge_patch(result.get(key), value,
+                                      conditions_by_type=conditions_by_type)
     return result
+
+
+def strategic_merge(target: Any, patch: Any) -> Any:
+    """Merge patch, except ``conditions`` lists merge element-wise by ``type``."""
+    return merge_patch(target, patch, conditions_by_type=True)
 
 
 class _QuietServer(ThreadingHTTPServer):

@@ -159,18 +159,21 @@ def _connect(args: argparse.Namespace, stop: threading.Event,
     return None
 
 
+def _lead_guarded(lead: Callable[[], None], stop: threading.Event,
+                  outcome: dict[str, int]) -> None:
+    """Run ``lead``; an unexpected error is logged, sets exit code 1 and stops the process."""
+    try:
+        lead()
+    except Exception:
+        log.exception("scheduler stopped by an unexpected error")
+        outcome["code"] = 1
+        stop.set()
+
+
 def _run_until_stopped(lead: Callable[[], None], stop: threading.Event) -> int:
     outcome = {"code": 0}
-
-    def body() -> None:
-        try:
-            lead()
-        except Exception:
-            log.exception("scheduler stopped by an unexpected error")
-            outcome["code"] = 1
-            stop.set()
-
-    worker = threading.Thread(target=body, daemon=True, name="scheduler")
+    worker = threading.Thread(target=_lead_guarded, args=(lead, stop, outcome), daemon=True,
+                              name="scheduler")
     worker.start()
     while not stop.wait(0.5):
         pass
@@ -191,11 +194,7 @@ def _run_elected(client: KubeClient, args: argparse.Namespace, lead: Callable[[]
     def started() -> None:
         health.leading = True
         try:
-            lead()
-        except Exception:
-            log.exception("scheduler stopped by an unexpected error")
-            outcome["code"] = 1
-            stop.set()
+            _lead_guarded(lead, stop, outcome)
         finally:
             finished.set()
 
