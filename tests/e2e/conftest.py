@@ -256,7 +256,7 @@ class Case:
                 cleanup()
             except Exception as error:  # clean up as much as possible
                 print(f"e2e clean-up failed: {error}")
-        ignore_missing(self.kube.core.delete_namespace, self.namespace)
+        self.kube.delete_namespace(self.namespace, finalize=self.settings.fake_nodes)
 
 
 @pytest.fixture

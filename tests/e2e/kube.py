@@ -148,6 +148,35 @@ class Kube:
     def create_pod(self, namespace: str, pod: dict[str, Any]) -> None:
         raw(self.core.create_namespaced_pod, namespace, pod)
 
+    def delete_namespace(self, namespace: str, *, finalize: bool) -> None:
+        """Delete a case's namespace with what it holds.
+
+        Pods go first with a zero grace period and PodGroups after them: without a kubelet a
+        bound pod is never terminated, and without a namespace controller a namespace is never
+        emptied, so leftovers would keep counting against the ``default`` queue in later cases.
+        With ``finalize`` (a bare API server) the namespace's finalizers are cleared too, or it
+        would stay ``Terminating`` for ever.
+        """
+        for pod in self.pods(namespace):
+            ignore_missing(self.core.delete_namespaced_pod, pod["metadata"]["name"], namespace,
+                           grace_period_seconds=0)
+        groups = raw(self.custom.list_namespaced_custom_object, *VOLCANO, namespace,
+                     "podgroups").get("items") or []
+        for group in groups:
+            ignore_missing(self.custom.delete_namespaced_custom_object, *VOLCANO, namespace,
+                           "podgroups", group["metadata"]["name"])
+        ignore_missing(self.core.delete_namespace, namespace)
+        if not finalize:
+            return
+        try:
+            body = raw(self.core.read_namespace, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return
+            raise
+        body.setdefault("spec", {})["finalizers"] = []
+        ignore_missing(self.core.replace_namespace_finalize, namespace, body)
+
 
 def ignore_missing(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     try:
