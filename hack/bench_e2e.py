@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""End-to-end bind throughput of ``lahar run`` against an API server, with raw-bind baselines.
+
+    python hack/bench_e2e.py --nodes 200 --pods 2000 [--kubeconfig K] [--schedule-period 200ms]
+                             [--baseline-binds 1000] [-- EXTRA lahar run FLAGS...]
+
+Against ``--kubeconfig`` it uses that API server: it creates its own namespace, fake Nodes
+(labelled and tainted for this run only, so nothing else lands on them) and the Volcano CRDs
+when they are missing, and removes what it made at the end. Without it, it starts the
+in-repository API server double (``python -m tests.apiserver``) in a subprocess.
+
+Steps, in this order, on the same server:
+
+1. ``raw_bind_1_thread`` / ``raw_bind_8_threads``: pods of a scheduler name nobody serves are
+   bound through the ``binding`` subresource directly, by one thread and then by eight (one
+   client each), and the binds per second are measured. These are the ceilings a scheduler's
+   write path can approach.
+2. PodGroups of 1–4 pods (``minMember`` = size), ``--pods`` pods in all, are created up front.
+3. ``lahar run`` is started; a watch records when each pod gets ``spec.nodeName``.
+   ``first_bind_seconds`` = process start to the first bind (start-up, list, first cycle);
+   ``pods_per_second`` = pods bound / (last bind − first bind), the steady write rate.
+
+Prints one JSON object: ``pods_per_second``, ``raw_bind_1_thread``, ``raw_bind_8_threads``,
+``ratio_to_8_threads``, ``first_bind_seconds`` and the run's shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kubernetes import client, config, watch  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
+
+VOLCANO = ("scheduling.volcano.sh", "v1beta1")
+RUN_LABEL = "lahar.bench/run"
+TAINT = {"key": "lahar.bench/fake", "value": "true", "effect": "NoSchedule"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--kubeconfig", default="",
+                        help="API server to use (default: start the in-repo double)")
+    parser.add_argument("--schedule-period", default="200ms")
+    parser.add_argument("--baseline-binds", type=int, default=1000,
+                        help="pods bound directly for each raw baseline")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds to wait for every pod to be bound")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("extra", nargs="*", help="more `lahar run` flags (after --)")
+    return parser.parse_args(argv)
+
+
+def undecoded(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call a client method without model decoding; read the body before the connection goes
+    back to the pool (a connection released unread is reused dirty)."""
+    response = call(*args, _preload_content=False, **kwargs)
+    try:
+        data = response.read()
+    finally:
+        response.release_conn()
+    return json.loads(data) if data else {}
+
+
+def ignore_missing(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    try:
+        undecoded(call, *args, **kwargs)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+class Cluster:
+    """The API calls the benchmark makes, each thread with a client of its own."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+        self._local = threading.local()
+
+    def _api(self) -> client.ApiClient:
+        api = getattr(self._local, "api", None)
+        if api is None:
+            api = config.new_client_from_config(config_file=self.kubeconfig)
+            self._local.api = api
+        return api
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self._api())
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self._api())
+
+    def ensure_crds(self) -> None:
+        import yaml
+
+        extensions = client.ApiextensionsV1Api(self._api())
+        for plural in ("podgroups", "queues"):
+            try:
+                undecoded(self.custom.list_cluster_custom_object, *VOLCANO, plural, limit=1)
+                continue
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+            path = ROOT / "conf" / "crds" / f"scheduling.volcano.sh_{plural}.yaml"
+            for document in yaml.safe_load_all(path.read_text()):
+                if document:
+                    undecoded(extensions.create_custom_resource_definition, document)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    undecoded(self.custom.list_cluster_custom_object, *VOLCANO, plural, limit=1)
+                    break
+                except ApiException:
+                    time.sleep(0.5)
+
+    def create_node(self, name: str, run_id: str) -> None:
+        resources = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+        undecoded(self.core.create_node, {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {RUN_LABEL: run_id,
+                                                  "kubernetes.io/hostname": name}},
+            "spec": {"taints": [TAINT]},
+            "status": {"capacity": resources, "allocatable": resources,
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "Fake"}]}})
+
+    def create_pod(self, namespace: str, name: str, *, scheduler: str, group: str,
+                   run_id: str) -> None:
+        annotations = {"scheduling.k8s.io/group-name": group} if group else {}
+        undecoded(self.core.create_namespaced_pod, namespace, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: run_id},
+                         "annotations": annotations},
+            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                     "nodeSelector": {RUN_LABEL: run_id},
+                     "tolerations": [{"key": TAINT["key"], "operator": "Exists"}],
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                                     "resources": {"requests": {"cpu": "100m",
+                                                                "memory": "64Mi"}}}]}})
+
+    def create_podgroup(self, namespace: str, name: str, size: int) -> None:
+        undecoded(self.custom.create_namespaced_custom_object, *VOLCANO, namespace, "podgroups",
+                  {"apiVersion": "/".join(VOLCANO), "kind": "PodGroup",
+                   "metadata": {"name": name, "namespace": namespace},
+                   "spec": {"minMember": size}})
+
+    def bind(self, namespace: str, pod: str, node: str) -> None:
+        undecoded(self.core.create_namespaced_pod_binding, pod, namespace, {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
+    def remove(self, namespace: str, nodes: list[str]) -> None:
+        """Delete what the run made; finalize the namespace, which a bare server never empties."""
+        pods = undecoded(self.core.list_namespaced_pod, namespace).get("items") or []
+        in_parallel(8, [lambda p=p: ignore_missing(self.core.delete_namespaced_pod,
+                                                   p["metadata"]["name"], namespace,
+                                                   grace_period_seconds=0) for p in pods])
+        groups = undecoded(self.custom.list_namespaced_custom_object, *VOLCANO, namespace,
+                           "podgroups").get("items") or []
+        in_parallel(8, [lambda g=g: ignore_missing(
+            self.custom.delete_namespaced_custom_object, *VOLCANO, namespace, "podgroups",
+            g["metadata"]["name"]) for g in groups])
+        in_parallel(8, [lambda n=n: ignore_missing(self.core.delete_node, n) for n in nodes])
+        ignore_missing(self.core.delete_namespace, namespace)
+        try:
+            body = undecoded(self.core.read_namespace, namespace)
+        except ApiException:
+            return
+        body.setdefault("spec", {})["finalizers"] = []
+        ignore_missing(self.core.replace_namespace_finalize, namespace, body)
+
+
+def in_parallel(threads: int, calls: list[Callable[[], None]]) -> float:
+    """Run ``calls`` on ``threads`` workers; the wall time it took."""
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for future in [pool.submit(call) for call in calls]:
+            future.result()
+    return time.perf_counter() - start
+
+
+def raw_bind_rate(cluster: Cluster, *, namespace: str, nodes: list[str], count: int,
+                  threads: int, run_id: str, tag: str) -> float:
+    """Binds per second of ``count`` direct binds from ``threads`` threads."""
+    names = [f"raw-{tag}-{i}" for i in range(count)]
+    nobody = f"nobody-{run_id}"
+    in_parallel(8, [lambda n=n: cluster.create_pod(namespace, n, scheduler=nobody, group="",
+                                                   run_id=run_id) for n in names])
+    seconds = in_parallel(threads, [lambda i=i, n=n: cluster.bind(namespace, n,
+                                                                  nodes[i % len(nodes)])
+                                    for i, n in enumerate(names)])
+    return count / seconds
+
+
+@contextmanager
+def api_server(kubeconfig: str) -> Iterator[str]:
+    """The kubeconfig to use: the one given, or a freshly started double's."""
+    if kubeconfig:
+        yield kubeconfig
+        return
+    with tempfile.TemporaryDirectory(prefix="lahar-bench-") as workdir:
+        path = str(Path(workdir) / "kubeconfig")
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        process = subprocess.Popen([sys.executable, "-m", "tests.apiserver", "--kubeconfig",
+                                    path], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            assert process.stdout is not None
+            process.stdout.readline()  # "serving on ...": the kubeconfig is written
+            yield path
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+def watch_binds(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
+                timeout: float) -> list[float]:
+    """Seconds since ``started`` at which each of ``pods`` was seen bound, in order."""
+    listing = undecoded(cluster.core.list_namespaced_pod, namespace)
+    bound_at: dict[str, float] = {}
+    for pod in listing.get("items") or []:
+        if pod["metadata"]["name"] in pods and pod["spec"].get("nodeName"):
+            bound_at[pod["metadata"]["name"]] = time.perf_counter() - started
+    version = listing["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + timeout
+    while len(bound_at) < len(pods) and time.monotonic() < deadline:
+        stream = watch.Watch().stream(cluster.core.list_namespaced_pod, namespace,
+                                      resource_version=version, timeout_seconds=30,
+                                      allow_watch_bookmarks=True)
+        for event in stream:
+            obj = event["raw_object"]
+            version = obj["metadata"].get("resourceVersion", version)
+            name = obj["metadata"].get("name", "")
+            if name in pods and name not in bound_at and (obj.get("spec") or {}).get("nodeName"):
+                bound_at[name] = time.perf_counter() - started
+                if len(bound_at) == len(pods):
+                    break
+            if time.monotonic() > deadline:
+                break
+    return sorted(bound_at.values())
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    run_id = uuid.uuid4().hex[:6]
+    namespace = f"lahar-bench-{run_id}"
+    scheduler = f"lahar-bench-{run_id}"
+    rng = random.Random(args.seed)
+    with api_server(args.kubeconfig) as kubeconfig:
+        cluster = Cluster(kubeconfig)
+        cluster.ensure_crds()
+        nodes = [f"lahar-bench-{run_id}-{i:05d}" for i in range(args.nodes)]
+        undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
+                                                  "metadata": {"name": namespace}})
+        process: subprocess.Popen[bytes] | None = None
+        log_name = ""
+        try:
+            in_parallel(8, [lambda n=n: cluster.create_node(n, run_id) for n in nodes])
+            raw_1 = raw_bind_rate(cluster, namespace=namespace, nodes=nodes,
+                                  count=args.baseline_binds, threads=1, run_id=run_id, tag="a")
+            raw_8 = raw_bind_rate(cluster, namespace=namespace, nodes=nodes,
+                                  count=args.baseline_binds, threads=8, run_id=run_id, tag="b")
+            calls: list[Callable[[], None]] = []
+            names: set[str] = set()
+            group = 0
+            while len(names) < args.pods:
+                size = min(rng.randint(1, 4), args.pods - len(names))
+                group_name = f"pg-{group:05d}"
+                cluster.create_podgroup(namespace, group_name, size)
+                for member in range(size):
+                    pod = f"{group_name}-{member}"
+                    names.add(pod)
+                    calls.append(lambda p=pod, g=group_name: cluster.create_pod(
+                        namespace, p, scheduler=scheduler, group=g, run_id=run_id))
+                group += 1
+            in_parallel(8, calls)
+            log_fd, log_name = tempfile.mkstemp(prefix="lahar-bench-", suffix=".log")
+            argv = [sys.executable, "-m", "scheduler", "run", "--kubeconfig", kubeconfig,
+                    "--scheduler-name", scheduler, "--schedule-period", args.schedule_period,
+                    "--leader-elect=false", "--node-selector", f"{RUN_LABEL}:{run_id}",
+                    "--listen-address=127.0.0.1:0", "--healthz-address=127.0.0.1:0",
+                    "--log-format=json", *args.extra]
+            started = time.perf_counter()
+            process = subprocess.Popen(argv, cwd=ROOT, stdout=log_fd, stderr=subprocess.STDOUT,
+                                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            os.close(log_fd)
+            times = watch_binds(cluster, namespace=namespace, pods=names, started=started,
+                                timeout=args.timeout)
+        finally:
+            if process is not None:
+                process.terminate()
+                process.wait(30)
+            cluster.remove(namespace, nodes)
+    if len(times) < len(names):
+        raise SystemExit(f"only {len(times)} of {len(names)} pods were bound in "
+                         f"{args.timeout:.0f}s; scheduler log: {log_name}")
+    span = times[-1] - times[0]
+    rate = len(times) / span if span > 0 else float("inf")
+    return {
+        "server": "kubeconfig" if args.kubeconfig else "double",
+        "nodes": args.nodes, "pods": args.pods, "podgroups": group,
+        "pods_per_second": round(rate, 1),
+        "raw_bind_1_thread": round(raw_1, 1),
+        "raw_bind_8_threads": round(raw_8, 1),
+        "ratio_to_8_threads": round(rate / raw_8, 3),
+        "first_bind_seconds": round(times[0], 3),
+        "all_bound_seconds": round(times[-1], 3),
+        "lahar_run_flags": args.extra,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    print(json.dumps(run(parse_args(argv))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
