@@ -1,13 +1,18 @@
 """Job order as Volcano's drf and gang plugins decide it, and binpack's weight defaults."""
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from plugins.binpack import Binpack, BinpackArgs
+from plugins.drf import Drf
 from scheduler.api.node import node_from_object
+from scheduler.api.resource import Resource
 from scheduler.api.task import task_from_pod
+from scheduler.api.types import Vote
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.plugin import NoArgs
 from tests.builders import make_node, make_pod, make_podgroup, simulate
 
 Obj = dict[str, Any]
@@ -82,3 +87,23 @@ def test_binpack_negative_weights_count_as_one() -> None:
     defaults = Binpack(BinpackArgs()).score_nodes(task, table, np.arange(2))
     assert np.allclose(scores, defaults)
     assert scores[1] > scores[0] > 0
+
+
+def test_drf_preemption_lowers_the_victim_share_with_each_victim() -> None:
+    """Volcano ``drf.go`` preemptableFn: ``allocations[job].Sub(preemptee.Resreq)`` keeps
+    subtracting from the same job, so after one victim the job's share may drop below the
+    preemptor's and its next task is spared."""
+    total = Resource(10000, 0)
+    plugin = Drf(NoArgs())
+    plugin.session = SimpleNamespace(total_resource=total)  # type: ignore[assignment]
+    preemptor = task_from_pod(make_pod("p", cpu="1", group="me"))
+    victims = [task_from_pod(make_pod(f"v{i}", cpu="2", group="big")) for i in range(3)]
+    plugin.allocated = {
+        preemptor.job: Resource(2000, 0),
+        victims[0].job: Resource(6000, 0),
+    }
+    chosen, _ = plugin.preemptable(preemptor, victims)
+    # Mine with the request: 0.3. Theirs: 0.4 after one victim, 0.2 after two, 0 after three.
+    assert [t.name for t in chosen] == ["v0"]
+    stranger = task_from_pod(make_pod("s", cpu="1", group="unknown"))
+    assert plugin.preemptable(stranger, victims) == ([], Vote.PERMIT)
