@@ -149,3 +149,22 @@ def test_enqueue_rejections_name_the_short_resource() -> None:
     assert run.phase("big") == "Pending"
     messages = [e["message"] for e in run.events("Unschedulable")]
     assert "queue resource quota insufficient: insufficient cpu" in messages
+
+
+def test_overcommit_reserves_the_whole_minimum_of_an_inqueue_job() -> None:
+    """Volcano ``overcommit.go`` OnSessionOpen: an Inqueue job adds
+    ``job.DeductSchGatedResources(job.GetMinResources())`` — its whole minimum, unlike
+    proportion — while its bound tasks also count in the nodes' used resources."""
+    objs = [
+        make_node("n1", cpu="10", memory="32Gi"),
+        make_podgroup("first", min_member=8, min_resources={"cpu": "8"}, phase="Inqueue"),
+        *[make_pod(f"first-t-{i}", group="first", cpu="1", node="n1") for i in range(4)],
+        *[make_pod(f"first-t-{i}", group="first", cpu="1") for i in range(4, 8)],
+        make_podgroup("second", min_member=1, min_resources={"cpu": "1"}),
+        make_pod("second-t-0", group="second", cpu="1"),
+    ]
+    run = simulate(objs, max_cycles=1)
+    # idle = 10 × 1.2 − 4 used = 8; 8 (first, whole) + 1 > 8. Proportion alone would admit.
+    assert run.phase("second") == "Pending"
+    messages = [e["message"] for e in run.events("Unschedulable")]
+    assert "resource in cluster is overused: overused cpu" in messages
