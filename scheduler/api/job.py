@@ -119,9 +119,9 @@ class JobInfo:
         if minimum is None:
             return None
         if self.podgroup.phase == PHASE_INQUEUE:
-            reserved = minimum.exceeded_part(self.allocated) if deduct_allocated_inqueue \
-                else minimum.clone()
-            return self.deduct_sched_gated(reserved)
+            if deduct_allocated_inqueue:
+                return self.deduct_sched_gated(minimum.exceeded_part(self.allocated))
+            return self.deduct_sched_gated(minimum.clone())
         if (self.podgroup.phase == PHASE_RUNNING
                 and self.count(ALLOCATED_STATUS) >= self.podgroup.min_member):
             return self.deduct_sched_gated(minimum.exceeded_part(self.allocated))
