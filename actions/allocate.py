@@ -3,10 +3,13 @@
 Queues are served round-robin in queue order (re-evaluated after every job turn, since shares
 move as tasks are placed) and an overused queue is dropped for the rest of the action. A job's
 tasks are placed in task order inside one Statement: onto nodes whose current idle holds them
-(allocate), else onto nodes whose future idle will (pipeline). The statement is committed only
-when the gang is ready; a job that is merely pipelined keeps its reservations for the rest of
-the cycle; anything else is discarded. A ready job yields after each further task so other
-jobs get their turn.
+(allocate), else onto nodes whose future idle will (pipeline). A task that fits no node ends
+the job's turn unless the tasks left can still make the gang (``need_continue_allocating``);
+siblings of a role that already failed are skipped without filtering nodes again. The
+statement is committed only when the gang is ready, and the job goes back to its queue while
+it has tasks left; a job that is merely pipelined keeps its reservations for the rest of the
+cycle; anything else is discarded. A ready job yields after each further task so other jobs
+get their turn.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from scheduler.api.podgroup import PHASE_INQUEUE
 from scheduler.api.queue import QueueInfo
 from scheduler.api.status import FitErrors
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import QueueID, TaskID, TaskStatus
+from scheduler.api.types import QueueID, TaskStatus
 from scheduler.framework.heap import PriorityQueue
 from scheduler.framework.select import best_node, feasible_nodes
 from scheduler.framework.session import Session
@@ -41,14 +44,14 @@ class Allocate:
             queue = session.queues.get(job.queue)
             if queue is None or not session.is_valid(job):
                 continue
-            tasks = [
+            candidates = [
                 t
                 for t in job.task_status_index.get(TaskStatus.PENDING, {}).values()
                 if not t.best_effort and not t.sched_gated
             ]
-            if not tasks:
+            if not candidates:
                 continue
-            pending_tasks[job.uid] = PriorityQueue(session.task_order, tasks)
+            pending_tasks[job.uid] = PriorityQueue(session.task_order, candidates)
             if job.queue not in jobs_by_queue:
                 jobs_by_queue[job.queue] = PriorityQueue(session.job_order)
                 queues.push(queue)
@@ -63,14 +66,12 @@ class Allocate:
             if not jobs:
                 continue
             job = jobs.pop()
-            statement = Statement(session)
-            yielded = self._allocate_tasks(session, queue, job, pending_tasks[job.uid], statement)
-            if session.job_ready(job):
+            tasks = pending_tasks[job.uid]
+            statement = self._allocate_tasks(session, queue, job, tasks)
+            if statement is not None and session.job_ready(job):
                 statement.commit()
-                if yielded:
+                if tasks:
                     jobs.push(job)
-            elif not session.job_pipelined(job):
-                statement.discard()
             queues.push(queue)
 
     @staticmethod
@@ -107,9 +108,13 @@ class Allocate:
         queue: QueueInfo,
         job: JobInfo,
         tasks: PriorityQueue[TaskInfo],
-        statement: Statement,
-    ) -> bool:
-        """Place tasks until the job is ready or one fails; True when it yielded its turn."""
+    ) -> Statement | None:
+        """One turn of ``job``: place tasks until it is ready or it cannot continue.
+
+        Returns the statement when the job is ready or pipelined (Volcano's
+        ``allocateResourcesForTasks``), after discarding it otherwise.
+        """
+        statement = Statement(session)
         while tasks:
             task = tasks.pop()
             if task.status is not TaskStatus.PENDING:
@@ -123,15 +128,36 @@ class Allocate:
                     "within its deserved share",
                 )
                 continue
-            rows, errors = feasible_nodes(session, task)
-            if errors is not None:
-                job.nodes_fit_errors[TaskID(task.uid)] = errors
-                return False
-            node, fits_idle = best_node(session, task, rows)
-            status = statement.allocate(task, node) if fits_idle else statement.pipeline(task, node)
-            if status is not None:
+            if job.role_already_failed(task):
+                job.nodes_fit_errors[task.uid] = FitErrors(
+                    nodes=len(session.table),
+                    error=f"Task {task.name} with role spec {task.role} has already "
+                    "predicated failed, skip",
+                )
+                job.unfit_tasks.add(task.uid)
                 continue
+            if not self._place(session, statement, job, task):
+                if job.need_continue_allocating():
+                    continue
+                break
+            if session.job_ready(job):
+                break
+        if session.job_ready(job) or session.job_pipelined(job):
+            return statement
+        statement.discard()
+        return None
+
+    @staticmethod
+    def _place(session: Session, statement: Statement, job: JobInfo, task: TaskInfo) -> bool:
+        """Put ``task`` on the best feasible node; False when it fits no node."""
+        rows, errors = feasible_nodes(session, task)
+        if errors is not None:
+            job.nodes_fit_errors[task.uid] = errors
+            job.unfit_tasks.add(task.uid)
+            return False
+        node, fits_idle = best_node(session, task, rows)
+        status = statement.allocate(task, node) if fits_idle else statement.pipeline(task, node)
+        if status is None:
             job.nodes_fit_errors.pop(task.uid, None)
-            if session.job_ready(job) and tasks:
-                return True
-        return False
+        # A vetoed placement is not a predicate failure: the job carries on with its next task.
+        return True

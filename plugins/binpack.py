@@ -3,7 +3,8 @@
 ``score = Σ_r w_r · (used_r + request_r) / allocatable_r ÷ Σ_r w_r × 100 × binpack.weight``
 over the resources the pod requests that carry a weight (cpu, memory and the names listed in
 ``binpack.resources``). A resource the node does not have adds 0 but its weight still counts;
-a node that would overflow any weighted resource scores 0.
+a node that would overflow any weighted resource scores 0. A negative resource weight counts
+as 1, as in Volcano.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import structlog
 
-from scheduler.api.resource import CPU, MEMORY
+from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE
 from scheduler.api.task import TaskInfo
 from scheduler.framework.arguments import ArgumentError, arg, extra_args
 from scheduler.framework.hooks import FloatArray, IntArray
@@ -23,6 +25,16 @@ from scheduler.framework.plugin import PluginBase
 __all__ = ["Binpack", "BinpackArgs"]
 
 _PREFIX = "binpack.resources."
+
+log = structlog.get_logger("lahar.plugins")
+
+
+def _non_negative(key: str, value: int) -> int:
+    """A negative resource weight counts as 1, as in Volcano's ``calculateWeight``."""
+    if value >= 0:
+        return value
+    log.warning(f"plugin binpack: argument {key!r} is negative, using 1", value=value)
+    return 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +47,17 @@ class BinpackArgs:
     weights: dict[str, int] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        weights = {CPU: self.cpu, MEMORY: self.memory}
+        weights: dict[str, int] = {}
         for name in (n.strip() for n in self.resources.split(",")):
             if not name:
                 continue
             value = self.resource_weights.get(_PREFIX + name, 1)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ArgumentError("plugin binpack", _PREFIX + name, "an integer", value)
-            weights[name] = value
+            weights[name] = _non_negative(_PREFIX + name, value)
+        # binpack.cpu / binpack.memory win over the same names listed in binpack.resources.
+        weights[CPU] = _non_negative("binpack.cpu", self.cpu)
+        weights[MEMORY] = _non_negative("binpack.memory", self.memory)
         object.__setattr__(self, "weights", weights)
 
 
@@ -59,7 +74,7 @@ class Binpack(PluginBase[BinpackArgs]):
         weight_sum = 0.0
         for name, weight in self.args.weights.items():
             request = task.resreq.get(name)
-            if request <= 0 or weight <= 0:
+            if request < MIN_RESOURCE or weight <= 0:
                 continue
             weight_sum += weight
             col = table.dim_index.get(name)

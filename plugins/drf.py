@@ -1,7 +1,9 @@
 """drf: dominant resource fairness between jobs.
 
-A job's share is its largest ``allocated / cluster total`` over resource dimensions; jobs
-with the lower share go first, and shares move with every in-session allocate and evict.
+A job's share is its largest ``allocated / cluster total`` over the dimensions the cluster
+has (at least the tolerance of each, ``pods`` included, as Volcano's ``calculateShare``); jobs
+with the lower share go first (compared exactly), and shares move with every in-session
+allocate and evict. Preemption compares shares within 1e-6.
 """
 
 from __future__ import annotations
@@ -20,15 +22,8 @@ _SHARE_EPSILON = 1e-6
 
 def dominant_share(allocated: Resource, total: Resource) -> float:
     share = 0.0
-    for name in set(allocated.names()) | set(total.names()):
-        if name == "pods":
-            continue
-        used, capacity = allocated.get(name), total.get(name)
-        if capacity <= 0:
-            ratio = 1.0 if used > 0 else 0.0
-        else:
-            ratio = used / capacity
-        share = max(share, ratio)
+    for name in total.resource_names():
+        share = max(share, allocated.get(name) / total.get(name))
     return share
 
 
@@ -46,7 +41,7 @@ class Drf(PluginBase[NoArgs]):
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         ls, rs = self.shares.get(left.uid, 0.0), self.shares.get(right.uid, 0.0)
-        if abs(ls - rs) < _SHARE_EPSILON:
+        if ls == rs:
             return 0
         return -1 if ls < rs else 1
 
@@ -70,14 +65,20 @@ class Drf(PluginBase[NoArgs]):
         self, preemptor: TaskInfo, candidates: list[TaskInfo]
     ) -> tuple[list[TaskInfo], Vote]:
         total = self.ssn.total_resource
-        mine = self.allocated.get(preemptor.job, Resource()).clone().add(preemptor.resreq)
-        my_share = dominant_share(mine, total)
+        own = self.allocated.get(preemptor.job)
+        if own is None:
+            return [], Vote.PERMIT
+        my_share = dominant_share(own.clone().add(preemptor.resreq), total)
         victims = []
+        remaining: dict[JobID, Resource] = {}
         for task in candidates:
-            theirs = self.allocated.get(task.job)
-            if theirs is None:
-                continue
-            their_share = dominant_share(theirs.clone().sub(task.resreq), total)
+            if task.job not in remaining:
+                theirs = self.allocated.get(task.job)
+                if theirs is None:
+                    continue
+                remaining[task.job] = theirs.clone()
+            # Each victim taken from a job lowers that job's share for the next candidate.
+            their_share = dominant_share(remaining[task.job].sub(task.resreq), total)
             if my_share < their_share or abs(my_share - their_share) <= _SHARE_EPSILON:
                 victims.append(task)
         return victims, Vote.PERMIT

@@ -73,7 +73,8 @@ class Gang(PluginBase[NoArgs]):
         return job.is_starving()
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
-        left_ready, right_ready = self.job_ready(left), self.job_ready(right)
+        # Only the gang count decides, not the per-role minimums (Volcano's JobOrderFn).
+        left_ready, right_ready = left.is_ready(), right.is_ready()
         if left_ready == right_ready:
             return 0
         return 1 if left_ready else -1

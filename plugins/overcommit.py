@@ -1,15 +1,20 @@
 """overcommit: admit jobs while the cluster, inflated by a factor, has room for them.
 
 ``idle = cluster total × overcommit-factor − Σ node used``; a job is enqueued only if the
-``minResources`` of every admitted-but-not-running job plus its own fit in that idle.
+``minResources`` of every admitted-but-not-running job plus its own fit in that idle, on the
+dimensions its ``minResources`` names. As in Volcano, an ``Inqueue`` job reserves its whole
+``minResources`` here (proportion deducts its allocated part), and pods held by a scheduling
+gate reserve nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import structlog
+
 from scheduler.api.job import JobInfo
-from scheduler.api.resource import PODS, Resource
+from scheduler.api.resource import Resource
 from scheduler.api.types import Vote
 from scheduler.framework.arguments import arg
 from scheduler.framework.plugin import PluginBase
@@ -19,10 +24,20 @@ __all__ = ["Overcommit"]
 
 DEFAULT_FACTOR = 1.2
 
+log = structlog.get_logger("lahar.plugins")
+
 
 @dataclass(frozen=True, slots=True)
 class OvercommitArgs:
     factor: float = arg("overcommit-factor", DEFAULT_FACTOR)
+
+    def __post_init__(self) -> None:
+        if self.factor < 1.0:
+            log.warning(
+                "plugin overcommit: argument 'overcommit-factor' below 1 replaced by default",
+                value=self.factor,
+                default=DEFAULT_FACTOR,
+            )
 
 
 class Overcommit(PluginBase[OvercommitArgs]):
@@ -35,10 +50,10 @@ class Overcommit(PluginBase[OvercommitArgs]):
         used = Resource()
         for node in session.node_list:
             used.add(node.used)
-        self.idle = session.total_resource.without(PODS).multi(factor).sub(used.without(PODS))
+        self.idle = session.total_resource.clone().multi(factor).sub(used)
         self.inqueue = Resource()
         for job in session.jobs.values():
-            demand = job.inqueue_demand()
+            demand = job.inqueue_demand(deduct_allocated_inqueue=False)
             if demand is not None:
                 self.inqueue.add(demand)
 
@@ -46,12 +61,14 @@ class Overcommit(PluginBase[OvercommitArgs]):
         minimum = job.podgroup.min_resources
         if minimum is None:
             return Vote.PERMIT
-        dims = [n for n in minimum.names() if n != PODS and minimum.get(n) >= 0.1]
-        if self.inqueue.clone().add(minimum).less_equal_with_dimension(self.idle, dims):
+        short = self.inqueue.clone().add(minimum).exceeding_on(self.idle, minimum)
+        if not short:
             return Vote.PERMIT
-        job.enqueue_message = "resource in cluster is overused"
+        job.enqueue_message = "resource in cluster is overused: " + ", ".join(
+            f"overused {name}" for name in short
+        )
         return Vote.REJECT
 
     def job_enqueued(self, job: JobInfo) -> None:
         if job.podgroup.min_resources is not None:
-            self.inqueue.add(job.podgroup.min_resources)
+            self.inqueue.add(job.enqueue_reservation())

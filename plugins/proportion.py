@@ -1,10 +1,15 @@
 """proportion: weighted max-min fair share of the cluster between queues.
 
 Each queue's ``deserved`` share is computed once per session: the remaining cluster resources
-are handed out in proportion to queue weights, each queue capped by its capability and its own
-request and raised to its guarantee, until nothing changes. Queues with a lower share of their
-deserved go first; a queue may not allocate beyond its deserved share, and a job is admitted
-(enqueued) only while the queue's real capability holds its ``minResources``.
+are handed out in proportion to queue weights, each queue capped by its real capability and
+its own request and raised to its guarantee, until nothing changes. Queues with a lower share
+of their deserved go first; a queue may not allocate beyond its deserved share, and a job is
+admitted (enqueued) only while the queue's real capability holds its ``minResources``.
+
+The arithmetic follows Volcano's ``proportion.go`` dimension by dimension, ``pods`` included
+(it is part of every request and of the cluster total, so it weighs in shares and overuse):
+cpu or memory a capability leaves out is unlimited, the cluster beyond all guarantees and the
+remaining share floor at 0, and a queue counts as met when its deserved stops changing.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass, field
 
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import PODS, Default, Resource
+from scheduler.api.resource import Default, Resource
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, QueueID, TaskStatus, Vote
 from scheduler.framework.plugin import NoArgs, PluginBase
@@ -36,16 +41,11 @@ class QueueAttr:
     share: float = 0.0
 
     def update_share(self) -> None:
+        """Largest ``allocated / deserved`` over the dimensions deserved holds."""
         share = 0.0
-        for name in self.deserved.names():
-            deserved, allocated = self.deserved.get(name), self.allocated.get(name)
-            ratio = (1.0 if allocated > 0 else 0.0) if deserved <= 0 else allocated / deserved
-            share = max(share, ratio)
+        for name in self.deserved.resource_names():
+            share = max(share, self.allocated.get(name) / self.deserved.get(name))
         self.share = share
-
-
-def _dims(request: Resource) -> list[str]:
-    return [n for n in request.names() if n != PODS and request.get(n) >= 0.1]
 
 
 def compute_deserved(attrs: list[QueueAttr], total: Resource) -> None:
@@ -66,12 +66,14 @@ def compute_deserved(attrs: list[QueueAttr], total: Resource) -> None:
             attr.deserved.min_dimension(attr.real_capability, Default.INFINITY)
             attr.deserved.min_dimension(attr.request, Default.ZERO)
             attr.deserved.set_max(attr.guarantee)
-            if attr.request.less_equal(attr.deserved) or attr.deserved.equal(old):
+            attr.update_share()
+            # Exact equality, not the tolerance: a queue is met once nothing moves at all.
+            if attr.request.less_equal(attr.deserved) or attr.deserved == old:
                 met.add(attr.queue.uid)
             increased.add(attr.deserved.exceeded_part(old))
             decreased.add(old.exceeded_part(attr.deserved))
-        remaining.sub(increased).add(decreased)
-        if remaining.is_empty() or remaining.equal(before):
+        remaining = remaining.add(decreased).exceeded_part(increased)
+        if remaining.is_empty() or remaining == before:
             return
 
 
@@ -80,7 +82,7 @@ class Proportion(PluginBase[NoArgs]):
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
-        total = session.total_resource.without(PODS)
+        total = session.total_resource.clone()
         self.attrs: dict[QueueID, QueueAttr] = {}
         guarantees = Resource()
         for candidate in session.queues.values():
@@ -92,33 +94,28 @@ class Proportion(PluginBase[NoArgs]):
                 continue
             attr = self.attrs.get(queue.uid)
             if attr is None:
-                attr = self._new_attr(queue, total, guarantees)
+                attr = QueueAttr(
+                    queue=queue,
+                    weight=queue.weight,
+                    guarantee=queue.guarantee.clone() if queue.guarantee else Resource(),
+                    real_capability=queue.real_capability(
+                        total=total, total_guarantee=guarantees
+                    ),
+                )
                 self.attrs[queue.uid] = attr
             for task in job.tasks.values():
                 if task.status & ALLOCATED_STATUS:
-                    attr.allocated.add(task.resreq.without(PODS))
-                    attr.request.add(task.resreq.without(PODS))
+                    attr.allocated.add(task.resreq)
+                    attr.request.add(task.resreq)
                 elif task.status is TaskStatus.PENDING:
-                    attr.request.add(task.resreq.without(PODS))
-            minimum = job.podgroup.min_resources
-            if minimum is not None:
-                demand = job.inqueue_demand()
-                if demand is not None:
-                    attr.inqueue.add(demand)
-                attr.elastic.add(job.allocated.without(PODS).exceeded_part(minimum))
+                    attr.request.add(task.resreq)
+            demand = job.inqueue_demand()
+            if demand is not None:
+                attr.inqueue.add(demand)
+            attr.elastic.add(job.elastic_resources())
         compute_deserved(list(self.attrs.values()), total)
         for attr in self.attrs.values():
             attr.update_share()
-
-    @staticmethod
-    def _new_attr(queue: QueueInfo, total: Resource, guarantees: Resource) -> QueueAttr:
-        guarantee = queue.guarantee.clone() if queue.guarantee is not None else Resource()
-        real = total.clone().sub(guarantees).add(guarantee)
-        if queue.capability is not None:
-            real.min_dimension(queue.capability, Default.INFINITY)
-        return QueueAttr(
-            queue=queue, weight=queue.weight, guarantee=guarantee, real_capability=real
-        )
 
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
         if left.priority != right.priority:
@@ -131,7 +128,7 @@ class Proportion(PluginBase[NoArgs]):
         attr = self.attrs.get(queue.uid)
         if attr is None:
             return False
-        return attr.deserved.less_equal_with_dimension(attr.allocated, _dims(attr.deserved))
+        return attr.deserved.less_equal(attr.allocated, Default.ZERO)
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if not queue.is_open:
@@ -140,7 +137,7 @@ class Proportion(PluginBase[NoArgs]):
         if attr is None:
             return True
         future = attr.allocated.clone().add(task.resreq)
-        return future.less_equal_with_dimension(attr.deserved, _dims(task.resreq))
+        return not future.exceeding_on(attr.deserved, task.resreq)
 
     def job_enqueueable(self, job: JobInfo) -> Vote:
         queue = self.ssn.queues.get(job.queue)
@@ -153,29 +150,28 @@ class Proportion(PluginBase[NoArgs]):
         if minimum is None or attr is None:
             return Vote.PERMIT
         needed = minimum.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-        if needed.less_equal_with_dimension(attr.real_capability, _dims(minimum)):
+        short = needed.exceeding_on(attr.real_capability, minimum)
+        if not short:
             return Vote.PERMIT
-        job.enqueue_message = (
-            f"queue resource quota insufficient: queue {queue.name} "
-            f"cannot admit minResources <{minimum}>"
+        job.enqueue_message = "queue resource quota insufficient: " + ", ".join(
+            f"insufficient {name}" for name in short
         )
         return Vote.REJECT
 
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.attrs.get(job.queue)
         if attr is not None and job.podgroup.min_resources is not None:
-            attr.inqueue.add(job.podgroup.min_resources)
+            attr.inqueue.add(job.enqueue_reservation())
 
     def _move(self, task: TaskInfo, sign: int) -> None:
         job = self.ssn.jobs.get(task.job)
         attr = self.attrs.get(job.queue) if job is not None else None
         if attr is None:
             return
-        request = task.resreq.without(PODS)
         if sign > 0:
-            attr.allocated.add(request)
+            attr.allocated.add(task.resreq)
         else:
-            attr.allocated.sub(request)
+            attr.allocated.sub(task.resreq)
         attr.update_share()
 
     def on_allocate(self, task: TaskInfo) -> None:

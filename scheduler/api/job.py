@@ -1,7 +1,9 @@
 """JobInfo: a PodGroup and its tasks, with Volcano's gang counters.
 
 ``task_status_index`` is kept current on every status change so readiness checks never scan
-all tasks; ``allocated`` tracks the sum of requests of tasks in allocated statuses.
+all tasks; ``allocated`` tracks the sum of requests of tasks in allocated statuses. The
+resource views the queue plugins share (elastic part, inqueue reservation, scheduling-gated
+part) live here so that proportion and overcommit count them the same way Volcano does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from scheduler.api.types import (
     TaskStatus,
 )
 
-__all__ = ["JobInfo"]
+__all__ = ["QUEUE_ALLOCATION_GATE", "JobInfo"]
+
+QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
+"""Volcano's own scheduling gate, lifted once the queue has room; pods held only by it are
+still counted in their job's inqueue reservation."""
 
 _VALID_STATUS = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
 
@@ -41,6 +47,9 @@ class JobInfo:
     allocated: Resource = field(default_factory=Resource)
     total_request: Resource = field(default_factory=Resource)
     nodes_fit_errors: dict[TaskID, FitErrors] = field(default_factory=dict)
+    unfit_tasks: set[TaskID] = field(default_factory=set)
+    """Tasks that fit no node this cycle (pre-predicate or predicates); their roles are the
+    job's failed roles. Queue-share explanations in ``nodes_fit_errors`` are not counted."""
     job_fit_error: str = ""
     enqueue_message: str = ""
     """Why enqueue turned the job away this cycle (written as a PodGroup event)."""
@@ -96,19 +105,60 @@ class JobInfo:
     def count(self, status: TaskStatus) -> int:
         return sum(len(tasks) for flag, tasks in self.task_status_index.items() if flag & status)
 
-    def inqueue_demand(self) -> Resource | None:
-        """What an admitted job still holds in reserve for its queue: all of ``minResources``
-        while ``Inqueue``, the part not yet allocated once ``Running`` with its gang placed;
-        None when it reserves nothing."""
+    def inqueue_demand(self, *, deduct_allocated_inqueue: bool = True) -> Resource | None:
+        """What an admitted job still holds in reserve for its queue, or None.
+
+        An ``Inqueue`` job reserves its ``minResources`` less what is already allocated (the
+        tasks are counted in the queue's allocation from the moment they are allocated, while
+        the PodGroup stays Inqueue until they run); overcommit reserves the whole
+        ``minResources`` instead (``deduct_allocated_inqueue=False``). A ``Running`` job
+        whose gang is placed reserves the part not yet allocated. The resources of pods held
+        by a scheduling gate are never reserved.
+        """
         minimum = self.podgroup.min_resources
         if minimum is None:
             return None
         if self.podgroup.phase == PHASE_INQUEUE:
-            return minimum
+            if deduct_allocated_inqueue:
+                return self.deduct_sched_gated(minimum.exceeded_part(self.allocated))
+            return self.deduct_sched_gated(minimum.clone())
         if (self.podgroup.phase == PHASE_RUNNING
                 and self.count(ALLOCATED_STATUS) >= self.podgroup.min_member):
-            return minimum.exceeded_part(self.allocated)
+            return self.deduct_sched_gated(minimum.exceeded_part(self.allocated))
         return None
+
+    def enqueue_reservation(self) -> Resource:
+        """What admitting this job adds to its queue's inqueue budget: ``minResources`` less
+        the pods held by a scheduling gate (empty when the job sets no ``minResources``)."""
+        minimum = self.podgroup.min_resources
+        return Resource() if minimum is None else self.deduct_sched_gated(minimum.clone())
+
+    def elastic_resources(self) -> Resource:
+        """The allocation beyond ``minResources``; all of it when the job sets none
+        (Volcano's ``GetElasticResources``)."""
+        return self.allocated.exceeded_part(self.podgroup.min_resources or Resource())
+
+    def sched_gated_resources(self) -> Resource:
+        """Requests of pods held by a scheduling gate other than Volcano's own."""
+        total = Resource()
+        for task in self.tasks.values():
+            if task.sched_gated and not _only_queue_allocation_gate(task):
+                total.add(task.resreq)
+        return total
+
+    def deduct_sched_gated(self, resources: Resource) -> Resource:
+        """``resources`` less the gated pods' requests, floored at 0, on the dimensions
+        ``resources`` names (Volcano's ``DeductSchGatedResources``)."""
+        gated = self.sched_gated_resources()
+        if gated.is_empty():
+            return resources
+        out = resources.clone()
+        out.milli_cpu = max(out.milli_cpu - gated.milli_cpu, 0.0)
+        out.memory = max(out.memory - gated.memory, 0.0)
+        for name, value in resources.scalars.items():
+            if name in gated.scalars:
+                out.scalars[name] = max(value - gated.scalars[name], 0.0)
+        return out
 
     # -- gang counters --------------------------------------------------------------------
     def ready_task_num(self) -> int:
@@ -145,6 +195,41 @@ class JobInfo:
         for task in self.tasks_in(status):
             counts[task.role] += 1
         return counts
+
+    # -- allocation continuation ----------------------------------------------------------
+    def fit_failed_roles(self) -> set[str]:
+        return {self.tasks[tid].role for tid in self.unfit_tasks if tid in self.tasks}
+
+    def role_already_failed(self, task: TaskInfo) -> bool:
+        """A sibling of ``task`` with the same role fitted no node this cycle, so ``task``
+        will not either (only for tasks that name a role)."""
+        return bool(task.role) and task.role in self.fit_failed_roles()
+
+    def need_continue_allocating(self) -> bool:
+        """After a task fitted no node: can the tasks left still make the gang?
+
+        Volcano's ``JobInfo.NeedContinueAllocating``: never when every task is needed
+        (``minMember`` = #tasks); when the per-role minimums add up to more than
+        ``minMember``, only if the ready tasks plus the pending ones of roles that have not
+        failed reach ``minMember``; otherwise only if every failed role that has a
+        ``minTaskMember`` already holds that many tasks.
+        """
+        if self.min_available == len(self.tasks):
+            return False
+        failed = self.fit_failed_roles()
+        minimums = self.min_task_member
+        if self.min_available < sum(minimums.values()):
+            left = sum(
+                1
+                for task in self.task_status_index.get(TaskStatus.PENDING, {}).values()
+                if task.role not in failed
+            )
+            return self.ready_task_num() + left >= self.min_available
+        occupied = self.role_counts(READY_STATUS)
+        for task in self.task_status_index.get(TaskStatus.PENDING, {}).values():
+            if task.init_resreq.is_empty():
+                occupied[task.role] += 1
+        return all(occupied[role] >= minimums.get(role, 0) for role in failed)
 
     # -- messages -------------------------------------------------------------------------
     def fit_error(self) -> str:
@@ -189,3 +274,8 @@ class JobInfo:
         for task in self.tasks.values():
             copy.add_task(task.clone())
         return copy
+
+
+def _only_queue_allocation_gate(task: TaskInfo) -> bool:
+    gates = (task.pod.get("spec") or {}).get("schedulingGates") or []
+    return len(gates) == 1 and (gates[0] or {}).get("name") == QUEUE_ALLOCATION_GATE

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api.errors import ObjectError
-from scheduler.api.resource import QuantityError, Resource, resource_from_list
+from scheduler.api.resource import (
+    UNLIMITED,
+    Default,
+    QuantityError,
+    Resource,
+    resource_from_list,
+)
 from scheduler.api.task import parse_time
 from scheduler.api.types import QueueID
 
@@ -36,6 +42,37 @@ class QueueInfo:
     @property
     def is_open(self) -> bool:
         return self.state == QUEUE_OPEN
+
+    def capability_limit(self) -> Resource | None:
+        """``spec.capability`` as a limit, or None when the queue sets none.
+
+        cpu or memory that the capability leaves out (or sets to 0) is unlimited, as in
+        Volcano's proportion and capacity plugins; a scalar it leaves out is unlimited when
+        the limit is applied with ``min_dimension(..., Default.INFINITY)``.
+        """
+        if self.capability is None:
+            return None
+        limit = self.capability.clone()
+        if limit.milli_cpu <= 0:
+            limit.milli_cpu = UNLIMITED
+        if limit.memory <= 0:
+            limit.memory = UNLIMITED
+        return limit
+
+    def real_capability(self, *, total: Resource, total_guarantee: Resource) -> Resource:
+        """What the queue can ever hold: the cluster beyond every queue's guarantee, plus its
+        own guarantee, capped by its capability.
+
+        The part beyond the guarantees floors at 0 per dimension (guarantees may add up to
+        more than the cluster), so a queue always keeps at least its own guarantee.
+        """
+        real = total.exceeded_part(total_guarantee)
+        if self.guarantee is not None:
+            real.add(self.guarantee)
+        limit = self.capability_limit()
+        if limit is not None:
+            real.min_dimension(limit, Default.INFINITY)
+        return real
 
 
 def queue_from_object(obj: Mapping[str, Any]) -> QueueInfo:

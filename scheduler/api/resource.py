@@ -9,6 +9,7 @@ Volcano's absolute tolerance of 0.1 so that float noise never decides a placemen
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -20,6 +21,7 @@ __all__ = [
     "MEMORY",
     "MIN_RESOURCE",
     "PODS",
+    "UNLIMITED",
     "Default",
     "QuantityError",
     "Resource",
@@ -33,6 +35,9 @@ MEMORY = "memory"
 PODS = "pods"
 MIN_RESOURCE = 0.1
 """Absolute tolerance for every comparison (Volcano's ``minResource``)."""
+UNLIMITED = sys.float_info.max
+"""The value of a dimension that has no limit (Volcano's ``math.MaxFloat64``); finite, so that
+arithmetic on it never yields NaN."""
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -152,6 +157,11 @@ class Resource:
         """Dimensions present, cpu and memory first, then scalars sorted."""
         return [CPU, MEMORY, *sorted(self.scalars)]
 
+    def resource_names(self) -> list[str]:
+        """Dimensions holding at least the tolerance, ``pods`` included (Volcano's
+        ``ResourceNames``): the dimensions shares are computed over."""
+        return [name for name in self.names() if self.get(name) >= MIN_RESOURCE]
+
     # -- arithmetic (in place, returning self for chaining) -------------------------------
     def add(self, other: Resource) -> Resource:
         self.milli_cpu += other.milli_cpu
@@ -198,8 +208,15 @@ class Resource:
         return self.get(name) < MIN_RESOURCE
 
     def less_equal(self, other: Resource, default: Default = Default.ZERO) -> bool:
-        """Every dimension of ``self`` fits in ``other`` (missing dims: see ``default``)."""
+        """Every dimension of ``self`` fits in ``other``, within the tolerance.
+
+        A scalar missing on one side counts as 0 (``Default.ZERO``) or as unlimited
+        (``Default.INFINITY``) on that side, as Volcano's ``Resource.LessEqual``: with
+        ``INFINITY`` a scalar only ``other`` names makes ``self`` larger, so the answer is no.
+        """
         if not _le(self.milli_cpu, other.milli_cpu) or not _le(self.memory, other.memory):
+            return False
+        if default is Default.INFINITY and any(n not in self.scalars for n in other.scalars):
             return False
         for name, value in self.scalars.items():
             if value < MIN_RESOURCE:
@@ -215,6 +232,27 @@ class Resource:
     def less_equal_with_dimension(self, other: Resource, dims: Iterable[str]) -> bool:
         """Compare only the named dimensions."""
         return all(_le(self.get(name), other.get(name)) for name in dims)
+
+    def exceeding_on(self, limit: Resource, request: Resource) -> list[str]:
+        """The dimensions ``request`` asks for (> 0; never ``pods``) on which ``self`` is above
+        ``limit``; empty when ``self`` fits. A scalar ``limit`` does not name counts as 0.
+
+        Volcano's ``LessEqualWithDimensionAndResourcesName``, the check behind queue
+        allocatable and enqueue quotas: a strict comparison, without the tolerance.
+        """
+        names: list[str] = []
+        if request.milli_cpu > 0 and self.milli_cpu > limit.milli_cpu:
+            names.append(CPU)
+        if request.memory > 0 and self.memory > limit.memory:
+            names.append(MEMORY)
+        if not self.scalars:
+            return names
+        for name in sorted(request.scalars):
+            if name == PODS or request.scalars[name] <= 0:
+                continue
+            if self.scalars.get(name, 0.0) > limit.scalars.get(name, 0.0):
+                names.append(name)
+        return names
 
     def first_insufficient(
         self, available: Resource, *, skip: Iterable[str] = (PODS,)
@@ -259,12 +297,21 @@ class Resource:
         return copy
 
     def exceeded_part(self, other: Resource) -> Resource:
-        """``max(self - other, 0)`` per dimension."""
+        """``max(self - other, 0)`` per dimension (Volcano's ``ExceededPart``).
+
+        A scalar of either side that is not strictly larger in ``self`` is left out of the
+        result rather than kept as 0: a later ``min_dimension(..., Default.INFINITY)`` then
+        treats it as unlimited, exactly as Volcano does.
+        """
         out = Resource(
             max(self.milli_cpu - other.milli_cpu, 0.0), max(self.memory - other.memory, 0.0)
         )
         for name, value in self.scalars.items():
-            out.scalars[name] = max(value - other.scalars.get(name, 0.0), 0.0)
+            if value > other.scalars.get(name, 0.0):
+                out.scalars[name] = value - other.scalars.get(name, 0.0)
+        for name, value in other.scalars.items():
+            if name not in self.scalars and value < 0.0:
+                out.scalars[name] = -value
         return out
 
     # -- presentation ---------------------------------------------------------------------

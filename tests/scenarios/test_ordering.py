@@ -103,7 +103,7 @@ def test_overcommit_keeps_an_oversized_job_pending() -> None:
     assert run.phase("huge") == "Pending"
     assert run.binds() == {}
     assert any(e["reason"] == "Unschedulable" and "overused" in e["message"] for e in run.events())
-    assert run.reason("huge-0") == "resource in cluster is overused"
+    assert run.reason("huge-0") == "resource in cluster is overused: overused cpu"
 
 
 @pytest.mark.parametrize(

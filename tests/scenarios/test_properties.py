@@ -1,5 +1,9 @@
 """Invariants over random clusters: no node over-committed, gangs all or nothing,
-queues within capability."""
+queues within capability.
+
+Queue ``q2`` names only cpu in its capability, so it may hold any memory; it is served first
+(higher priority) and always holds a one-pod probe job that an empty cluster must place, so
+every example checks the capability of a queue that really schedules."""
 
 from collections import defaultdict
 
@@ -25,7 +29,11 @@ def clusters(draw: st.DrawFn) -> list[dict]:
                 pods=draw(st.sampled_from(["3", "110"])),
             )
         )
-    objs.append(make_queue("q2", weight=draw(st.integers(1, 4)), capability={"cpu": "5"}))
+    objs.append(
+        make_queue("q2", weight=draw(st.integers(1, 4)), capability={"cpu": "5"}, priority=1)
+    )
+    objs.append(make_podgroup("probe", min_member=1, queue="q2"))
+    objs.append(make_pod("probe-t-0", group="probe", cpu="250m", memory="512Mi"))
     for j in range(draw(st.integers(1, 6))):
         size = draw(st.integers(1, 5))
         queue = draw(st.sampled_from(["default", "q2"]))
@@ -69,6 +77,7 @@ def _check(objs: list[dict], conf: str | None) -> None:
         assert total.less_equal(nodes[node]), f"{node} over-committed: {total} > {nodes[node]}"
     for name, count in bound_per_group.items():
         assert count >= groups[name]["spec"]["minMember"], f"gang {name} partly bound ({count})"
+    assert bound_per_group["probe"] == 1, "queue q2 scheduled nothing"
     assert queue_cpu["q2"] <= 5000 + 0.1
 
 
