@@ -44,12 +44,21 @@ from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.session import AllocateError, Session
 
-__all__ = ["DeviceShare", "DeviceShareArgs"]
+__all__ = ["ConflictingSwitches", "DeviceShare", "DeviceShareArgs"]
 
 _OWNER = "plugin deviceshare"
 _LEGACY_PLUGIN = "predicates"
 
 Requests = list[tuple[DeviceFamily, Any]]
+
+
+class ConflictingSwitches(ArgumentError):
+    """Two switches Volcano refuses to start with together (its message, plus the keys)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        ValueError.__init__(self, f"{_OWNER}: {message}")
+        self.owner = _OWNER
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,21 +67,31 @@ class DeviceShareArgs:
     gpu_number: bool = arg("deviceshare.GPUNumberEnable", False)
     vgpu: bool = arg("deviceshare.VGPUEnable", False)
     node_lock: bool = arg("deviceshare.NodeLockEnable", False)
-    policy: str = arg("deviceshare.SchedulePolicy", "binpack")
+    policy: str = arg("deviceshare.SchedulePolicy", "")
     weight: int = arg("deviceshare.ScheduleWeight", 0)
     profile: str = arg("deviceshare.VGPUProfile", "volcano")
 
     def __post_init__(self) -> None:
-        if self.policy == "":
-            object.__setattr__(self, "policy", "binpack")
         if self.policy not in POLICIES:
-            raise ArgumentError(_OWNER, "deviceshare.SchedulePolicy", "binpack or spread",
-                                self.policy)
+            raise ArgumentError(_OWNER, "deviceshare.SchedulePolicy",
+                                "binpack, spread or empty (unset)", self.policy)
         if self.profile not in PROFILES:
             raise ArgumentError(_OWNER, "deviceshare.VGPUProfile",
                                 " or ".join(sorted(PROFILES)), self.profile)
         if self.weight < 0:
             raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight", "at least 0", self.weight)
+        # Volcano's deviceshare plugin exits on these combinations (enablePredicate).
+        if self.gpu_sharing and self.gpu_number:
+            raise ConflictingSwitches(
+                "deviceshare.GPUNumberEnable",
+                "can not define true in both gpu sharing and gpu number "
+                "(deviceshare.GPUSharingEnable and deviceshare.GPUNumberEnable); "
+                "enable one of them")
+        if (self.gpu_sharing or self.gpu_number) and self.vgpu:
+            raise ConflictingSwitches(
+                "deviceshare.VGPUEnable",
+                "gpu-share and vgpu can't be used together (deviceshare.GPUSharingEnable or "
+                "deviceshare.GPUNumberEnable with deviceshare.VGPUEnable)")
 
 
 @dataclass(slots=True)
@@ -227,7 +246,9 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                     if devices is not None:
                         cached += devices.filter_node(task, request).score
             scores[i] = cached
-        return scores * self.config.weight
+        # Volcano rounds the device score to a whole number before weighting it
+        # (getDeviceScore), which decides ties between nearly equal nodes.
+        return np.floor(scores + 0.5) * self.config.weight
 
     # -- allocation -----------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:

@@ -40,7 +40,8 @@ __all__ = [
 
 log = structlog.get_logger("lahar.devices")
 
-POLICIES = ("binpack", "spread")
+POLICIES = ("", "binpack", "spread")
+"""``deviceshare.SchedulePolicy`` values; "" (unset) is Volcano's default, which is neither."""
 
 
 class DeviceRequestError(ValueError):
@@ -59,7 +60,7 @@ class DeviceConfig:
     gpu_number: bool = False
     vgpu: bool = False
     node_lock: bool = False
-    policy: str = "binpack"
+    policy: str = ""
     weight: int = 0
     profile: str = "volcano"
 
@@ -87,7 +88,7 @@ def config_from_args(*args: Any) -> DeviceConfig:
 
     return DeviceConfig(
         gpu_sharing=flag("gpu_sharing"), gpu_number=flag("gpu_number"), vgpu=flag("vgpu"),
-        node_lock=flag("node_lock"), policy=first("policy", "binpack"),
+        node_lock=flag("node_lock"), policy=first("policy", ""),
         weight=first("weight", 0), profile=first("profile", "volcano"),
     )
 
