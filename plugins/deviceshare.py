@@ -10,10 +10,15 @@ never loops over every node:
 * vector predicate: each family keeps summary columns in the node table (largest free card,
   idle cards, ...) and rejects nodes with one comparison per column;
 * exact predicate: the family's fitting runs only on the candidates left, with Volcano-shaped
-  reasons, and a node whose device lock is held (in the cluster or by this session) is skipped;
-* scoring: the family's binpack/spread score of the chosen cards, times ``ScheduleWeight``;
-* on allocate: cards are chosen and charged in the node's ledger and the annotations for the
-  Binding are written into ``task.bind_annotations``; a Statement rollback takes them back.
+  reasons;
+* scoring: the family's score of the chosen cards, rounded, times ``ScheduleWeight``;
+* on allocate: with ``NodeLockEnable``, a node whose lock is held (in the cluster, or by a pod
+  this session already placed there) or unreadable fails the allocation, as Volcano's
+  ``Allocate`` does when ``LockNode`` fails: the lock is no predicate, so the pod is not steered
+  to another node, it waits for a later cycle, and its condition says why. Otherwise cards are
+  chosen and charged in the node's ledger and the annotations for the Binding are written into
+  ``task.bind_annotations``; a Statement rollback takes them back. The lock itself is taken
+  right before the bind (:mod:`scheduler.devices`), so a discarded gang leaves no lock behind.
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from scheduler.api.devices.base import (
     DeviceFamily,
     DeviceRequestError,
     config_from_args,
+    lock_owner,
 )
 from scheduler.api.devices.names import PROFILES
-from scheduler.api.devices.nodelock import LOCK_TTL, lock_blocks
+from scheduler.api.devices.nodelock import LOCK_TTL, lock_problem
 from scheduler.api.devices.registry import enabled_families
 from scheduler.api.node import NodeInfo
-from scheduler.api.status import Status
+from scheduler.api.status import FitErrors, Status
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID, TaskStatus
 from scheduler.framework.arguments import ArgumentError, arg
@@ -199,9 +205,6 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         if self._scored_task != task.uid:
             self._scored_task = task.uid
             self._scores.clear()
-        locked = self._lock_status(requests, node)
-        if locked is not None:
-            return locked
         score = 0.0
         for family, request in requests:
             devices = node.others.get(family.NAME)
@@ -213,19 +216,6 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                 return fit.status
             score += fit.score
         self._scores[node.name] = score
-        return None
-
-    def _lock_status(self, requests: Requests, node: NodeInfo) -> Status | None:
-        now = self.ssn.clock()
-        for family, request in requests:
-            key = family.lock_name(request)
-            if key is None:
-                continue
-            if (node.name, key) in self._session_locks or lock_blocks(
-                    node.annotations.get(key), now, ttl=LOCK_TTL):
-                return Status.unschedulable(
-                    f"node {node.name} has been locked within {int(LOCK_TTL // 60)} minutes",
-                    plugin=self.NAME)
         return None
 
     # -- scoring --------------------------------------------------------------------------
@@ -264,6 +254,7 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         keys: list[str] = []
         locks: list[str] = []
         now = self.ssn.clock()
+        self._check_locks(task, requests, node, now)
         try:
             for family, request in requests:
                 devices = node.others.get(family.NAME)
@@ -283,6 +274,35 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         for lock in locks:
             self._session_locks[(node.name, lock)] = task.uid
         self.ssn.table.sync(node.index)  # the ledger changed after the row was synced
+
+    def _check_locks(self, task: TaskInfo, requests: Requests, node: NodeInfo,
+                     now: float) -> None:
+        """Fail the allocation when a lock this pod needs is held or unreadable."""
+        for family, request in requests:
+            key = family.lock_name(request)
+            if key is None:
+                continue
+            holder = self._session_locks.get((node.name, key))
+            if holder is not None and holder != task.uid:
+                problem: str | None = (
+                    f"node {node.name} has been locked within {int(LOCK_TTL // 60)} minutes (lock "
+                    f"{key} taken in "
+                    f"this cycle for pod {self._placed_name(holder)})")
+            else:
+                problem = lock_problem(node.name, key, node.annotations.get(key), now,
+                                       owner=lock_owner(self.config, key, task))
+            if problem is not None:
+                job = self.ssn.jobs.get(task.job)
+                if job is not None:  # the reason the pod's condition shows after this cycle
+                    job.nodes_fit_errors[task.uid] = FitErrors(nodes=1, error=problem)
+                raise AllocateError(problem)
+
+    def _placed_name(self, uid: TaskID) -> str:
+        for job in self.ssn.jobs.values():
+            task = job.tasks.get(uid)
+            if task is not None:
+                return task.key
+        return str(uid)
 
     def on_deallocate(self, task: TaskInfo) -> None:
         if task.status is not TaskStatus.PENDING:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 import structlog
 
-from scheduler.api.devices.names import PROFILES, VGpuNames
+from scheduler.api.devices.names import GPUSHARE_LOCK, PROFILES, VGpuNames
 from scheduler.api.node import NodeInfo
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
@@ -35,6 +35,7 @@ __all__ = [
     "Devices",
     "Reporter",
     "config_from_args",
+    "lock_owner",
     "task_annotations",
 ]
 
@@ -91,6 +92,12 @@ def config_from_args(*args: Any) -> DeviceConfig:
         node_lock=flag("node_lock"), policy=first("policy", ""),
         weight=first("weight", 0), profile=first("profile", "volcano"),
     )
+
+
+def lock_owner(config: DeviceConfig, key: str, task: TaskInfo) -> str | None:
+    """The owner recorded in node lock ``key`` for ``task``: HAMi's vGPU lock names the pod,
+    Volcano's locks (and GPU share's ``gpu``) hold only the time."""
+    return task.key if config.names.lock_with_owner and key != GPUSHARE_LOCK else None
 
 
 def task_annotations(task: TaskInfo) -> Mapping[str, str]:
