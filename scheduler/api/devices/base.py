@@ -15,12 +15,13 @@ import threading
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import structlog
 
 from scheduler.api.devices.names import GPUSHARE_LOCK, PROFILES, VGpuNames
 from scheduler.api.node import NodeInfo
+from scheduler.api.resource import Resource
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 
@@ -33,9 +34,11 @@ __all__ = [
     "DeviceRequestError",
     "DeviceWarning",
     "Devices",
+    "QueueCharged",
     "Reporter",
     "config_from_args",
     "lock_owner",
+    "queue_device_usage",
     "task_annotations",
 ]
 
@@ -214,3 +217,25 @@ class DeviceFamily(Protocol):
 
     @property
     def resource_dims(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
+class QueueCharged(Protocol):
+    """A ledger whose pods hold quantities the generic resource model does not count, which
+    Volcano still adds to the queue's ``status.allocated`` (``Devices.AddQueueResource``)."""
+
+    def queue_resources(self, task: TaskInfo) -> Mapping[str, float]:
+        """Resource name → value in the model's unit (milli) that ``task`` holds here."""
+
+
+def queue_device_usage(node: NodeInfo | None, task: TaskInfo) -> Resource:
+    """What ``task`` holds on ``node``'s device ledgers beyond its requests, for the queue's
+    ``status.allocated`` (Volcano's ``addNodeSharableDeviceUsage`` at session close)."""
+    usage = Resource()
+    if node is None:
+        return usage
+    for ledger in node.others.values():
+        if isinstance(ledger, QueueCharged):
+            for name, value in ledger.queue_resources(task).items():
+                usage.set(name, usage.get(name) + value)
+    return usage

@@ -266,6 +266,15 @@ class VGpuDevices:
             return ()
         return self.names.binding_keys
 
+    def queue_resources(self, task: TaskInfo) -> dict[str, float]:
+        """Volcano's ``AddQueueResource``: the MiB and % cores ``task`` holds on this node's
+        cards (milli units, like every scalar), for the queue's ``status.allocated``."""
+        charges = self.charges.get(task.uid)
+        if not charges:
+            return {}
+        return {self.names.memory: 1000.0 * sum(memory for _, memory, _, _ in charges),
+                self.names.cores: 1000.0 * sum(cores for _, _, cores, _ in charges)}
+
     # -- summaries ----------------------------------------------------------------------
     def summary(self) -> tuple[float, ...]:
         usable = [card for card in self.cards if card.open]
