@@ -157,3 +157,18 @@ def test_gpushare_binpack_keeps_room_for_a_large_pod() -> None:
     packed = simulate(objs, conf=gpushare_conf(policy="binpack"), max_cycles=3)
     assert first_fit.node_of("small") == "n1" and first_fit.node_of("large") is None
     assert packed.node_of("small") == packed.node_of("large") == "n1"
+
+
+@pytest.mark.parametrize(("profile", "held"), [("volcano", 4000), ("hami", 3000)])
+def test_memory_and_percentage_together(profile: str, held: int) -> None:
+    """Both given: Volcano vgpu ``checkNodeGPUSharingPredicateAndScore`` sizes the vGPU by the
+    percentage (``MemPercentagereq != 101`` wins), HAMi's NVIDIA ``Fit`` by the MiB."""
+    from scheduler.api.devices.names import PROFILES
+    from scheduler.api.devices.requests import vgpu_request
+
+    names = PROFILES[profile]
+    pod = make_pod("p", limits={names.count: "1", names.memory: "3000",
+                                names.memory_percentage: "25"})
+    request = vgpu_request(task_from_pod(pod), names)
+    assert request is not None and request.containers[0] is not None
+    assert request.containers[0].memory_on(16000) == held
