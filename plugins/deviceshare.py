@@ -10,10 +10,15 @@ never loops over every node:
 * vector predicate: each family keeps summary columns in the node table (largest free card,
   idle cards, ...) and rejects nodes with one comparison per column;
 * exact predicate: the family's fitting runs only on the candidates left, with Volcano-shaped
-  reasons, and a node whose device lock is held (in the cluster or by this session) is skipped;
-* scoring: the family's binpack/spread score of the chosen cards, times ``ScheduleWeight``;
-* on allocate: cards are chosen and charged in the node's ledger and the annotations for the
-  Binding are written into ``task.bind_annotations``; a Statement rollback takes them back.
+  reasons;
+* scoring: the family's score of the chosen cards, rounded, times ``ScheduleWeight``;
+* on allocate: with ``NodeLockEnable``, a node whose lock is held (in the cluster, or by a pod
+  this session already placed there) or unreadable fails the allocation, as Volcano's
+  ``Allocate`` does when ``LockNode`` fails: the lock is no predicate, so the pod is not steered
+  to another node, it waits for a later cycle, and its condition says why. Otherwise cards are
+  chosen and charged in the node's ledger and the annotations for the Binding are written into
+  ``task.bind_annotations``; a Statement rollback takes them back. The lock itself is taken
+  right before the bind (:mod:`scheduler.devices`), so a discarded gang leaves no lock behind.
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from scheduler.api.devices.base import (
     DeviceFamily,
     DeviceRequestError,
     config_from_args,
+    lock_owner,
 )
 from scheduler.api.devices.names import PROFILES
-from scheduler.api.devices.nodelock import LOCK_TTL, lock_blocks
+from scheduler.api.devices.nodelock import LOCK_TTL, lock_problem
 from scheduler.api.devices.registry import enabled_families
 from scheduler.api.node import NodeInfo
-from scheduler.api.status import Status
+from scheduler.api.status import FitErrors, Status
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID, TaskStatus
 from scheduler.framework.arguments import ArgumentError, arg
@@ -44,12 +50,21 @@ from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.session import AllocateError, Session
 
-__all__ = ["DeviceShare", "DeviceShareArgs"]
+__all__ = ["ConflictingSwitches", "DeviceShare", "DeviceShareArgs"]
 
 _OWNER = "plugin deviceshare"
 _LEGACY_PLUGIN = "predicates"
 
 Requests = list[tuple[DeviceFamily, Any]]
+
+
+class ConflictingSwitches(ArgumentError):
+    """Two switches Volcano refuses to start with together (its message, plus the keys)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        ValueError.__init__(self, f"{_OWNER}: {message}")
+        self.owner = _OWNER
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,21 +73,31 @@ class DeviceShareArgs:
     gpu_number: bool = arg("deviceshare.GPUNumberEnable", False)
     vgpu: bool = arg("deviceshare.VGPUEnable", False)
     node_lock: bool = arg("deviceshare.NodeLockEnable", False)
-    policy: str = arg("deviceshare.SchedulePolicy", "binpack")
+    policy: str = arg("deviceshare.SchedulePolicy", "")
     weight: int = arg("deviceshare.ScheduleWeight", 0)
     profile: str = arg("deviceshare.VGPUProfile", "volcano")
 
     def __post_init__(self) -> None:
-        if self.policy == "":
-            object.__setattr__(self, "policy", "binpack")
         if self.policy not in POLICIES:
-            raise ArgumentError(_OWNER, "deviceshare.SchedulePolicy", "binpack or spread",
-                                self.policy)
+            raise ArgumentError(_OWNER, "deviceshare.SchedulePolicy",
+                                "binpack, spread or empty (unset)", self.policy)
         if self.profile not in PROFILES:
             raise ArgumentError(_OWNER, "deviceshare.VGPUProfile",
                                 " or ".join(sorted(PROFILES)), self.profile)
         if self.weight < 0:
             raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight", "at least 0", self.weight)
+        # Volcano's deviceshare plugin exits on these combinations (enablePredicate).
+        if self.gpu_sharing and self.gpu_number:
+            raise ConflictingSwitches(
+                "deviceshare.GPUNumberEnable",
+                "can not define true in both gpu sharing and gpu number "
+                "(deviceshare.GPUSharingEnable and deviceshare.GPUNumberEnable); "
+                "enable one of them")
+        if (self.gpu_sharing or self.gpu_number) and self.vgpu:
+            raise ConflictingSwitches(
+                "deviceshare.VGPUEnable",
+                "gpu-share and vgpu can't be used together (deviceshare.GPUSharingEnable or "
+                "deviceshare.GPUNumberEnable with deviceshare.VGPUEnable)")
 
 
 @dataclass(slots=True)
@@ -180,9 +205,6 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         if self._scored_task != task.uid:
             self._scored_task = task.uid
             self._scores.clear()
-        locked = self._lock_status(requests, node)
-        if locked is not None:
-            return locked
         score = 0.0
         for family, request in requests:
             devices = node.others.get(family.NAME)
@@ -194,19 +216,6 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                 return fit.status
             score += fit.score
         self._scores[node.name] = score
-        return None
-
-    def _lock_status(self, requests: Requests, node: NodeInfo) -> Status | None:
-        now = self.ssn.clock()
-        for family, request in requests:
-            key = family.lock_name(request)
-            if key is None:
-                continue
-            if (node.name, key) in self._session_locks or lock_blocks(
-                    node.annotations.get(key), now, ttl=LOCK_TTL):
-                return Status.unschedulable(
-                    f"node {node.name} has been locked within {int(LOCK_TTL // 60)} minutes",
-                    plugin=self.NAME)
         return None
 
     # -- scoring --------------------------------------------------------------------------
@@ -227,7 +236,9 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                     if devices is not None:
                         cached += devices.filter_node(task, request).score
             scores[i] = cached
-        return scores * self.config.weight
+        # Volcano rounds the device score to a whole number before weighting it
+        # (getDeviceScore), which decides ties between nearly equal nodes.
+        return np.floor(scores + 0.5) * self.config.weight
 
     # -- allocation -----------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
@@ -243,6 +254,7 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         keys: list[str] = []
         locks: list[str] = []
         now = self.ssn.clock()
+        self._check_locks(task, requests, node, now)
         try:
             for family, request in requests:
                 devices = node.others.get(family.NAME)
@@ -262,6 +274,35 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         for lock in locks:
             self._session_locks[(node.name, lock)] = task.uid
         self.ssn.table.sync(node.index)  # the ledger changed after the row was synced
+
+    def _check_locks(self, task: TaskInfo, requests: Requests, node: NodeInfo,
+                     now: float) -> None:
+        """Fail the allocation when a lock this pod needs is held or unreadable."""
+        for family, request in requests:
+            key = family.lock_name(request)
+            if key is None:
+                continue
+            holder = self._session_locks.get((node.name, key))
+            if holder is not None and holder != task.uid:
+                problem: str | None = (
+                    f"node {node.name} has been locked within {int(LOCK_TTL // 60)} minutes (lock "
+                    f"{key} taken in "
+                    f"this cycle for pod {self._placed_name(holder)})")
+            else:
+                problem = lock_problem(node.name, key, node.annotations.get(key), now,
+                                       owner=lock_owner(self.config, key, task))
+            if problem is not None:
+                job = self.ssn.jobs.get(task.job)
+                if job is not None:  # the reason the pod's condition shows after this cycle
+                    job.nodes_fit_errors[task.uid] = FitErrors(nodes=1, error=problem)
+                raise AllocateError(problem)
+
+    def _placed_name(self, uid: TaskID) -> str:
+        for job in self.ssn.jobs.values():
+            task = job.tasks.get(uid)
+            if task is not None:
+                return task.key
+        return str(uid)
 
     def on_deallocate(self, task: TaskInfo) -> None:
         if task.status is not TaskStatus.PENDING:

@@ -27,8 +27,8 @@ from scheduler.api.devices.base import (
     DeviceWarning,
     Reporter,
     config_from_args,
+    lock_owner,
 )
-from scheduler.api.devices.names import GPUSHARE_LOCK
 from scheduler.api.devices.nodelock import NodeAccess, NodeLocker, NodeLockError
 from scheduler.api.devices.nodeside import handshake_gpushare, handshake_node
 from scheduler.api.devices.registry import NodeDevicesBuilder, enabled_families
@@ -81,7 +81,7 @@ class NodeLockHooks:
 
     families: list[DeviceFamily]
     locker: NodeLocker
-    with_owner: bool = False
+    config: DeviceConfig
     held: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
 
     def locks_of(self, task: TaskInfo) -> list[str]:
@@ -100,7 +100,7 @@ class NodeLockHooks:
 
     def before_bind(self, task: TaskInfo) -> None:
         for key in self.locks_of(task):
-            owner = task.key if self.with_owner and key != GPUSHARE_LOCK else None
+            owner = lock_owner(self.config, key, task)
             try:
                 self.locker.acquire(task.node_name, key, owner=owner)
             except NodeLockError as exc:
@@ -153,8 +153,7 @@ class DeviceSupport:
         if not self.families or not self.config.node_lock or access is None:
             return
         locker = NodeLocker(access=access, clock=clock or cache.clock, sleep=sleep)
-        hooks = NodeLockHooks(self.families, locker,
-                              with_owner=self.config.names.lock_with_owner)
+        hooks = NodeLockHooks(self.families, locker, self.config)
         cache.pre_bind_hooks.append(hooks.before_bind)
         cache.post_bind_hooks.append(hooks.after_bind)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.api.devices.usage import vgpu_held
 from scheduler.api.node import node_from_object
 from scheduler.api.pod import pod_requests
 from scheduler.api.resource import CPU, MEMORY, PODS, Resource, format_quantity
@@ -65,7 +66,12 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
         if phase in ("Succeeded", "Failed"):
             continue
         placed.setdefault(node, []).append(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
-        used.setdefault(node, Resource()).add(pod_requests(pod)[0])
+        request = pod_requests(pod)[0]
+        held = vgpu_held(meta.get("annotations") or {})
+        if held is not None:  # what the chosen cards hold, as lahar inspect gpushare shows it
+            for name, value in held.quantities().items():
+                request.set(name, value)
+        used.setdefault(node, Resource()).add(request)
     lines: list[str] = []
     rows = [["NODE", "PODS", "CPU", "MEMORY", "OTHER"]]
     for node_obj in by_kind.get("Node", []):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from scheduler.api.devices.base import queue_device_usage
 from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import (
     PHASE_COMPLETED,
@@ -85,6 +86,10 @@ def close_session(session: Session) -> None:
         if job.queue in allocated:
             for task in job.tasks_in(ALLOCATED_STATUS):
                 allocated[job.queue].add(task.resreq)
+                node = session.nodes.get(task.node_name)
+                if node is not None and node.others:
+                    # vGPU memory and cores are held per card, not requested; Volcano adds them
+                    allocated[job.queue].add(queue_device_usage(node, task))
     for uid, queue in session.queues.items():
         session.sink.update_queue_allocated(queue, allocated[uid])
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.builders import PACKING_TIERS, make_node, make_pod
+from tests.builders import PACKING_TIERS, conf_of, make_node, make_pod
 
 Obj = dict[str, Any]
 
@@ -30,9 +30,13 @@ def deviceshare_conf(**arguments: Any) -> str:
     return BASE_TIERS + f"  - {{name: deviceshare, arguments: {{{args}}}}}\n"
 
 
-def gpushare_conf(*, policy: str = "binpack", weight: int = 10, lock: bool = False) -> str:
-    return deviceshare_conf(GPUSharingEnable=True, GPUNumberEnable=True, NodeLockEnable=lock,
-                            SchedulePolicy=policy, ScheduleWeight=weight)
+def gpushare_conf(*, number: bool = False, policy: str = "", weight: int = 10,
+                  lock: bool = False) -> str:
+    """GPU share in memory mode, or in whole-card mode with ``number`` (never both: Volcano
+    refuses a conf with both switches on)."""
+    switch = "GPUNumberEnable" if number else "GPUSharingEnable"
+    return deviceshare_conf(**{switch: True}, NodeLockEnable=lock, SchedulePolicy=policy,
+                            ScheduleWeight=weight)
 
 
 def vgpu_conf(*, policy: str = "binpack", weight: int = 10, lock: bool = False,
@@ -109,3 +113,36 @@ def devices_of(pod: Obj, key: str = "volcano.sh/vgpu-ids-new") -> list[list[tupl
         out.append([(f[0], int(f[2]), int(f[3]))
                     for f in (e.split(",") for e in container.split(":") if e)])
     return out
+
+
+# -- one session, looked at from inside ----------------------------------------------------------
+def device_session(objs: Sequence[Obj], *, conf: str) -> tuple[Any, Any]:
+    """``(session, deviceshare plugin)`` of the first cycle over ``objs`` (nothing placed)."""
+    from scheduler.cluster.manifests import Manifest
+    from scheduler.simulate import build_simulation
+
+    _, _, scheduler = build_simulation([Manifest(f"t#{i}", o) for i, o in enumerate(objs)],
+                                       conf=conf_of(conf))
+    session = scheduler.open_session()
+    plugin = next(e.plugin for e in session.plugin_entries()
+                  if getattr(e.plugin, "NAME", "") == "deviceshare")
+    return session, plugin
+
+
+def session_task(session: Any, name: str) -> Any:
+    return next(t for job in session.jobs.values() for t in job.tasks.values()
+                if t.name == name)
+
+
+def device_scores(objs: Sequence[Obj], *, conf: str, pod: str,
+                  nodes: Sequence[str]) -> tuple[float, ...]:
+    """The deviceshare node score (before ``ScheduleWeight``) of ``pod`` on each of ``nodes``."""
+    import numpy as np
+
+    session, plugin = device_session(objs, conf=conf)
+    task = session_task(session, pod)
+    for node in nodes:
+        assert plugin.check_node(task, session.nodes[node]) is None, node
+    rows = np.array([session.nodes[node].index for node in nodes])
+    scores = plugin.score_nodes(task, session.table, rows) / plugin.config.weight
+    return tuple(float(score) for score in scores)

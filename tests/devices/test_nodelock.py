@@ -16,7 +16,7 @@ from scheduler.api.devices.nodelock import (
     NodeLocker,
     NodeLockError,
     format_lock,
-    lock_blocks,
+    lock_problem,
     parse_lock,
 )
 from scheduler.cluster.manifests import Manifest
@@ -102,19 +102,32 @@ def test_lock_values_in_both_profiles() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "blocks"),
+    ("value", "problem"),
     [
-        pytest.param(None, False, id="absent"),
-        pytest.param("", False, id="empty"),
-        pytest.param(STAMP, True, id="fresh"),
-        pytest.param(format_lock(NOW - LOCK_TTL + 1), True, id="almost-expired"),
-        pytest.param(format_lock(NOW - LOCK_TTL), False, id="expired"),
-        pytest.param("not-a-time", False, id="unreadable"),
-        pytest.param(format_lock(NOW + LOCK_TTL + 60), False, id="far-future"),
+        pytest.param(None, None, id="absent"),
+        pytest.param(STAMP, "node n1 has been locked within 5 minutes (lock gpu=", id="fresh"),
+        pytest.param(format_lock(NOW - LOCK_TTL + 1), "locked within 5 minutes",
+                     id="almost-expired"),
+        pytest.param(format_lock(NOW - LOCK_TTL), None, id="expired"),
+        pytest.param("not-a-time", "node n1 has an unreadable lock annotation "
+                                   "gpu='not-a-time'", id="unreadable"),
+        pytest.param("", "node n1 has an unreadable lock annotation gpu=''", id="empty"),
+        pytest.param(format_lock(NOW + LOCK_TTL + 60), None, id="far-future"),
     ],
 )
-def test_lock_blocks(value: str | None, blocks: bool) -> None:
-    assert lock_blocks(value, NOW) is blocks
+def test_lock_problem(value: str | None, problem: str | None) -> None:
+    """Volcano ``nodelock.LockNode``: absent → free; unparsable time → error; younger than
+    5 minutes → "node X has been locked within 5 minutes"; older → expired."""
+    found = lock_problem("n1", GPUSHARE_LOCK, value, NOW)
+    assert (found is None) is (problem is None)
+    if problem is not None:
+        assert found is not None and problem in found
+
+
+def test_lock_problem_spares_the_pod_that_holds_it() -> None:
+    value = f"{STAMP},ns1,pod-a"
+    assert lock_problem("n1", HAMI.lock, value, NOW, owner="ns1/pod-a") is None
+    assert lock_problem("n1", HAMI.lock, value, NOW, owner="ns1/pod-b") is not None
 
 
 # -- acquire -------------------------------------------------------------------------------
@@ -149,14 +162,22 @@ def test_same_owner_retakes_its_own_lock() -> None:
     "old",
     [
         pytest.param(format_lock(NOW - LOCK_TTL - 1), id="expired"),
-        pytest.param("garbage", id="unreadable"),
         pytest.param(format_lock(NOW + 2 * LOCK_TTL), id="from-the-future"),
     ],
 )
-def test_old_or_unreadable_lock_is_broken_and_retaken(old: str) -> None:
+def test_old_lock_is_broken_and_retaken(old: str) -> None:
     store = NodeStore("n1", annotations={VOLCANO.lock: old})
     _locker(store).acquire("n1", VOLCANO.lock)
     assert store.annotations("n1")[VOLCANO.lock] == STAMP
+
+
+def test_unreadable_lock_is_an_error_and_left_in_place() -> None:
+    """Volcano ``nodelock.LockNode`` returns the time-parse error: the lock is not broken."""
+    store = NodeStore("n1", annotations={VOLCANO.lock: "garbage"})
+    with pytest.raises(NodeLockError, match="node n1 has an unreadable lock annotation "
+                                            "hamivgpu='garbage'"):
+        _locker(store).acquire("n1", VOLCANO.lock)
+    assert store.annotations("n1")[VOLCANO.lock] == "garbage" and store.replaces == 0
 
 
 def test_conflicts_are_retried_100ms_apart() -> None:

@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_arguments_map_onto_the_device_config() -> None:
-    conf = parse_conf(deviceshare_conf(GPUSharingEnable=True, VGPUEnable=True,
+    conf = parse_conf(deviceshare_conf(VGPUEnable=True,
                                        NodeLockEnable=True, SchedulePolicy="spread",
                                        ScheduleWeight=7, VGPUProfile="hami"))
     config = device_config(conf)
     assert (config.gpu_sharing, config.gpu_number, config.vgpu, config.node_lock) == (
-        True, False, True, True)
+        False, False, True, True)
     assert (config.policy, config.weight, config.names.profile) == ("spread", 7, "hami")
 
 
@@ -43,24 +43,50 @@ def test_bad_arguments_are_conf_errors_naming_the_key(arguments: dict, key: str)
 def test_legacy_predicate_switches_turn_devices_on_without_deviceshare() -> None:
     conf_text = BASE_TIERS.replace(
         "{name: predicates}",
-        "{name: predicates, arguments: {predicate.GPUSharingEnable: true, "
-        "predicate.GPUNumberEnable: true, predicate.NodeLockEnable: true}}")
+        "{name: predicates, arguments: {predicate.GPUNumberEnable: true, "
+        "predicate.NodeLockEnable: true}}")
     conf = parse_conf(conf_text)
     config = device_config(conf)
-    assert config.gpu_sharing and config.gpu_number and config.node_lock
+    assert config.gpu_number and config.node_lock and not config.gpu_sharing
     effective = with_device_plugin(conf)
     assert effective.plugin("deviceshare") is not None
-    run = simulate([gpu_node("n1"), gpu_pod("p", memory=1000), gpu_pod("w", number=1)],
+    run = simulate([gpu_node("n1"), gpu_pod("w", number=1), gpu_pod("v", number=1)],
                    conf=conf_text)
-    assert run.pod("p")["metadata"]["annotations"]["volcano.sh/gpu-index"] == "0"
-    assert run.pod("w")["metadata"]["annotations"]["volcano.sh/gpu-index"] == "1"
+    indices = {run.pod(name)["metadata"]["annotations"]["volcano.sh/gpu-index"]
+               for name in ("w", "v")}
+    assert indices == {"0", "1"}
 
 
 def test_legacy_switches_add_to_deviceshare() -> None:
     conf_text = deviceshare_conf(GPUSharingEnable=True).replace(
-        "{name: predicates}", "{name: predicates, arguments: {predicate.GPUNumberEnable: true}}")
+        "{name: predicates}", "{name: predicates, arguments: {predicate.NodeLockEnable: true}}")
     config = device_config(parse_conf(conf_text))
-    assert config.gpu_sharing and config.gpu_number
+    assert config.gpu_sharing and config.node_lock and not config.gpu_number
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        pytest.param({"GPUSharingEnable": True, "GPUNumberEnable": True},
+                     "can not define true in both gpu sharing and gpu number", id="share+number"),
+        pytest.param({"GPUSharingEnable": True, "VGPUEnable": True},
+                     "gpu-share and vgpu can't be used together", id="share+vgpu"),
+        pytest.param({"GPUNumberEnable": True, "VGPUEnable": True},
+                     "gpu-share and vgpu can't be used together", id="number+vgpu"),
+    ],
+)
+def test_switches_volcano_refuses_together_are_conf_errors(arguments: dict, words: str,
+                                                            tmp_path: Path) -> None:
+    """Volcano's deviceshare ``enablePredicate`` exits (klog.Fatal) on these combinations;
+    here the conf is refused at load with Volcano's words and the argument names."""
+    with pytest.raises(ConfError) as info:
+        parse_conf(deviceshare_conf(**arguments))
+    message = str(info.value)
+    assert words in message and "plugin deviceshare" in message
+    assert all(f"deviceshare.{key}" in message for key in arguments)
+    path = tmp_path / "both.conf"
+    path.write_text(deviceshare_conf(**arguments))
+    assert main(["conf", "check", str(path)]) != 0
 
 
 def test_no_switch_no_devices() -> None:

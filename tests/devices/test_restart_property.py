@@ -158,11 +158,12 @@ operations = st.lists(st.one_of(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=operations, lock=st.booleans(), policy=st.sampled_from(["binpack", "spread"]))
+@given(ops=operations, lock=st.booleans(), policy=st.sampled_from(["", "binpack", "spread"]),
+       family=st.sampled_from(["GPUSharingEnable", "GPUNumberEnable", "VGPUEnable"]))
 def test_no_card_is_ever_overcommitted(ops: list[tuple[str, Any]], lock: bool,
-                                       policy: str) -> None:
-    conf = parse_conf(deviceshare_conf(GPUSharingEnable=True, GPUNumberEnable=True,
-                                       VGPUEnable=True, NodeLockEnable=lock,
+                                       policy: str, family: str) -> None:
+    # One family per conf, as Volcano allows; pods of the others stay plain resources.
+    conf = parse_conf(deviceshare_conf(**{family: True}, NodeLockEnable=lock,
                                        SchedulePolicy=policy, ScheduleWeight=1))
     world = World(conf)
     for kind, value in ops:
@@ -183,7 +184,7 @@ def test_no_card_is_ever_overcommitted(ops: list[tuple[str, Any]], lock: bool,
 
 
 def test_restart_sees_the_usage_of_bound_pods() -> None:
-    conf = parse_conf(deviceshare_conf(GPUSharingEnable=True, GPUNumberEnable=True))
+    conf = parse_conf(deviceshare_conf(GPUSharingEnable=True))
     world = World(conf)
     world.submit(gpu_pod("x", memory=7000))
     world.cycle()

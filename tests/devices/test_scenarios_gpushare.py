@@ -18,6 +18,10 @@ def index_of(run: object, name: str) -> str:
 @pytest.mark.parametrize(
     ("policy", "held", "expected"),
     [
+        pytest.param("", [], "0", id="default-empty-cards-lowest-index"),
+        pytest.param("", [("0", 4000), ("1", 10000)], "0", id="default-first-fit-not-fullest"),
+        pytest.param("", [("0", 14000)], "1", id="default-skips-card-too-full"),
+        pytest.param("binpack", [("0", 4000), ("1", 10000)], "1", id="binpack-fullest"),
         pytest.param("binpack", [], "0", id="binpack-empty-cards-lowest-index"),
         pytest.param("binpack", [("1", 10000)], "1", id="binpack-fullest-after-placement"),
         pytest.param("binpack", [("0", 14000)], "1", id="binpack-skips-card-too-full"),
@@ -27,6 +31,8 @@ def index_of(run: object, name: str) -> str:
     ],
 )
 def test_memory_mode_card_choice(policy: str, held: list[tuple[str, int]], expected: str) -> None:
+    """Unset policy: Volcano's ``predicateGPUbyMemory`` (sorted fitting ids, the allocation
+    takes ``ids[0]``) in gpushare ``GPUDevices.Allocate``; binpack/spread are ours, opt-in."""
     objs = [gpu_node("n1", cards=2, card_memory=16000)]
     objs += [bound_gpu_pod(f"old-{i}", node="n1", index=index, memory=memory)
              for i, (index, memory) in enumerate(held)]
@@ -51,7 +57,7 @@ def test_number_mode_takes_fully_idle_cards_comma_separated() -> None:
     objs = [gpu_node("n1", cards=4, card_memory=8000),
             bound_gpu_pod("sharer", node="n1", index="1", memory=1000),
             gpu_pod("whole", number=2)]
-    run = simulate(objs, conf=gpushare_conf())
+    run = simulate(objs, conf=gpushare_conf(number=True))
     assert index_of(run, "whole") == "0,2"
 
 
@@ -59,7 +65,7 @@ def test_number_mode_without_enough_idle_cards_waits_with_reason() -> None:
     objs = [gpu_node("n1", cards=2, card_memory=8000),
             bound_gpu_pod("sharer", node="n1", index="0", memory=1000),
             gpu_pod("whole", number=2)]
-    run = simulate(objs, conf=gpushare_conf())
+    run = simulate(objs, conf=gpushare_conf(number=True))
     assert run.node_of("whole") is None
     assert "GpuNumber no enough gpu number" in run.reason("whole")
     assert "fewer than 2 idle GPU card(s)" in run.reason("whole")
@@ -72,7 +78,7 @@ def test_unhealthy_cards_are_never_chosen() -> None:
                       conf=gpushare_conf())
     assert index_of(shared, "a") == index_of(shared, "b") == "1"
     whole = simulate([node, gpu_pod("w1", number=1), gpu_pod("w2", number=1)],
-                     conf=gpushare_conf())
+                     conf=gpushare_conf(number=True))
     placed = [name for name in ("w1", "w2") if whole.node_of(name)]
     assert len(placed) == 1 and index_of(whole, placed[0]) == "1"
     waiting = "w2" if placed == ["w1"] else "w1"
@@ -122,11 +128,11 @@ def test_no_card_with_enough_free_memory_names_the_node() -> None:
         pytest.param({"number": "0.5"}, "'0.5' must be a whole number", id="fraction-number"),
         pytest.param({"number": "-1"}, "'-1' is negative", id="negative-number"),
         pytest.param({"memory": "-4000"}, "'-4000' is negative", id="negative-memory"),
-        pytest.param({"memory": 1000, "number": 1}, "not both", id="both-modes"),
     ],
 )
 def test_unusable_gpu_request_is_unschedulable_with_reason(limits: dict, words: str) -> None:
-    run = simulate([gpu_node("n1"), gpu_pod("bad", **limits)], conf=gpushare_conf())
+    run = simulate([gpu_node("n1"), gpu_pod("bad", **limits)],
+                   conf=gpushare_conf(number="number" in limits))
     assert run.node_of("bad") is None
     reason = run.reason("bad")
     assert reason.startswith("0/1 nodes are unavailable: 1 pod default/bad")
@@ -163,7 +169,7 @@ def test_lock_held_on_the_node(age: int, placed: bool) -> None:
 
 def test_number_mode_takes_no_lock() -> None:
     run = simulate([gpu_node("n1", cards=4), gpu_pod("a", number=1), gpu_pod("b", number=1)],
-                   conf=gpushare_conf(lock=True), max_cycles=1)
+                   conf=gpushare_conf(number=True, lock=True), max_cycles=1)
     assert run.node_of("a") == run.node_of("b") == "n1"
 
 

@@ -15,12 +15,13 @@ import threading
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import structlog
 
-from scheduler.api.devices.names import PROFILES, VGpuNames
+from scheduler.api.devices.names import GPUSHARE_LOCK, PROFILES, VGpuNames
 from scheduler.api.node import NodeInfo
+from scheduler.api.resource import Resource
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 
@@ -33,14 +34,18 @@ __all__ = [
     "DeviceRequestError",
     "DeviceWarning",
     "Devices",
+    "QueueCharged",
     "Reporter",
     "config_from_args",
+    "lock_owner",
+    "queue_device_usage",
     "task_annotations",
 ]
 
 log = structlog.get_logger("lahar.devices")
 
-POLICIES = ("binpack", "spread")
+POLICIES = ("", "binpack", "spread")
+"""``deviceshare.SchedulePolicy`` values; "" (unset) is Volcano's default, which is neither."""
 
 
 class DeviceRequestError(ValueError):
@@ -59,7 +64,7 @@ class DeviceConfig:
     gpu_number: bool = False
     vgpu: bool = False
     node_lock: bool = False
-    policy: str = "binpack"
+    policy: str = ""
     weight: int = 0
     profile: str = "volcano"
 
@@ -87,9 +92,15 @@ def config_from_args(*args: Any) -> DeviceConfig:
 
     return DeviceConfig(
         gpu_sharing=flag("gpu_sharing"), gpu_number=flag("gpu_number"), vgpu=flag("vgpu"),
-        node_lock=flag("node_lock"), policy=first("policy", "binpack"),
+        node_lock=flag("node_lock"), policy=first("policy", ""),
         weight=first("weight", 0), profile=first("profile", "volcano"),
     )
+
+
+def lock_owner(config: DeviceConfig, key: str, task: TaskInfo) -> str | None:
+    """The owner recorded in node lock ``key`` for ``task``: HAMi's vGPU lock names the pod,
+    Volcano's locks (and GPU share's ``gpu``) hold only the time."""
+    return task.key if config.names.lock_with_owner and key != GPUSHARE_LOCK else None
 
 
 def task_annotations(task: TaskInfo) -> Mapping[str, str]:
@@ -206,3 +217,25 @@ class DeviceFamily(Protocol):
 
     @property
     def resource_dims(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
+class QueueCharged(Protocol):
+    """A ledger whose pods hold quantities the generic resource model does not count, which
+    Volcano still adds to the queue's ``status.allocated`` (``Devices.AddQueueResource``)."""
+
+    def queue_resources(self, task: TaskInfo) -> Mapping[str, float]:
+        """Resource name → value in the model's unit (milli) that ``task`` holds here."""
+
+
+def queue_device_usage(node: NodeInfo | None, task: TaskInfo) -> Resource:
+    """What ``task`` holds on ``node``'s device ledgers beyond its requests, for the queue's
+    ``status.allocated`` (Volcano's ``addNodeSharableDeviceUsage`` at session close)."""
+    usage = Resource()
+    if node is None:
+        return usage
+    for ledger in node.others.values():
+        if isinstance(ledger, QueueCharged):
+            for name, value in ledger.queue_resources(task).items():
+                usage.set(name, usage.get(name) + value)
+    return usage

@@ -1,9 +1,12 @@
 """GPU share (Volcano's ``volcano.sh/gpu-memory`` / ``volcano.sh/gpu-number``).
 
 A node reports the summed memory of its cards and their count; every card has
-``total / count`` memory. Memory mode puts a pod on one card with enough free memory: packing
-(the default) takes the card that is fullest after placement, spreading the emptiest, lowest
-index on ties. Number mode takes whole cards nobody uses. The choice travels as
+``total / count`` memory. Memory mode puts a pod on one card with enough free memory: by
+default the lowest-index such card, and every node scores 0, as in Volcano. Our choices are
+opt-in through ``deviceshare.SchedulePolicy``: ``binpack`` takes the card that is fullest after
+placement and prefers nodes whose chosen card ends fullest (a small pod fills a gap instead of
+opening a card a big pod may need), ``spread`` the emptiest card and node; lowest index on
+ties. Number mode takes the lowest-index whole cards nobody uses. The choice travels as
 ``volcano.sh/gpu-index`` (comma list in number mode) with ``volcano.sh/predicate-time``, and
 the ledger is rebuilt from those annotations of bound pods. A recorded index the node no
 longer has is reported (pod, node, index) and never charged, and never chosen again.
@@ -70,7 +73,7 @@ class GpuShareDevices:
 
     node_name: str
     cards: list[GpuCard]
-    policy: str = "binpack"
+    policy: str = ""
     reporter: Reporter | None = None
     charges: dict[TaskID, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
@@ -129,7 +132,17 @@ class GpuShareDevices:
             return None
         if self.policy == "spread":
             return min(fitting, key=lambda c: (c.used, c.index))
-        return min(fitting, key=lambda c: (c.free - memory, c.index))
+        if self.policy == "binpack":
+            return min(fitting, key=lambda c: (c.free - memory, c.index))
+        return fitting[0]  # Volcano's predicateGPUbyMemory: the lowest index that fits
+
+    def _score(self, fullness: float) -> float:
+        """Node score from the chosen cards' fullness; Volcano's GPU share scores 0."""
+        if self.policy == "binpack":
+            return 100.0 * fullness
+        if self.policy == "spread":
+            return 100.0 * (1.0 - fullness)
+        return 0.0
 
     def _idle_cards(self) -> list[GpuCard]:
         return [card for card in self._usable() if card.holders == 0 and card.used <= 0]
@@ -140,8 +153,7 @@ class GpuShareDevices:
             if card is None:
                 return DeviceFit(Status.unschedulable(self._memory_reason(request.memory)))
             fullness = min((card.used + request.memory) / max(card.memory, 1), 1.0)
-            score = fullness if self.policy != "spread" else 1.0 - fullness
-            return DeviceFit(score=100.0 * score)
+            return DeviceFit(score=self._score(fullness))
         idle = self._idle_cards()
         if len(idle) < request.number:
             return DeviceFit(Status.unschedulable(
@@ -149,7 +161,7 @@ class GpuShareDevices:
                 f"healthy card(s), pod {task.key} asks for {request.number} {GPU_NUMBER}"))
         usable = max(len(self._usable()), 1)
         fullness = (usable - len(idle) + request.number) / usable
-        return DeviceFit(score=100.0 * (fullness if self.policy != "spread" else 1.0 - fullness))
+        return DeviceFit(score=self._score(fullness))
 
     def _memory_reason(self, memory: int) -> str:
         usable = self._usable()

@@ -6,9 +6,11 @@ admitted at a time. The lock is a Node annotation holding the time it was taken 
 HAMi's profile appends ``,<namespace>,<name>``). It is taken with an optimistic update guarded
 by the Node's ``resourceVersion``: after a conflict the node is read again and the lock checked
 again, so two schedulers racing for a node can never both win. A lock younger than the TTL
-(5 minutes) blocks the node; an older or unreadable one is broken and retaken, and so is one
-stamped more than the TTL in the future (a skewed clock must not block a node for ever). The
-node side releases it when it has handed out the devices.
+(5 minutes) blocks the node; an older one is broken and retaken, and so is one stamped more
+than the TTL in the future (a skewed clock must not block a node for ever). A value that is no
+time at all is an error on that node, as in Volcano's ``LockNode``: it is reported with node
+and annotation and never silently overwritten, since something we do not understand wrote it.
+The node side releases the lock when it has handed out the devices.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ __all__ = [
     "NodeLocker",
     "format_lock",
     "is_conflict",
-    "lock_blocks",
+    "lock_problem",
     "parse_lock",
 ]
 
@@ -73,12 +75,22 @@ def parse_lock(value: str) -> tuple[float | None, str]:
     return taken.timestamp(), owner.replace(",", "/")
 
 
-def lock_blocks(value: str | None, now: float, *, ttl: float = LOCK_TTL) -> bool:
-    """True when ``value`` is a readable lock younger than ``ttl`` (and not from the future)."""
-    if not value:
-        return False
-    taken, _ = parse_lock(str(value))
-    return taken is not None and -ttl < now - taken < ttl
+def lock_problem(node_name: str, key: str, value: str | None, now: float, *,
+                 owner: str | None = None, ttl: float = LOCK_TTL) -> str | None:
+    """Why lock ``key`` holding ``value`` keeps a device pod (``owner``, when the lock records
+    owners) off ``node_name`` now; None when the lock is absent, expired, or the pod's own."""
+    if value is None:
+        return None
+    taken, holder = parse_lock(str(value))
+    if taken is None:
+        return (f"node {node_name} has an unreadable lock annotation {key}={str(value)!r} "
+                f"(not an RFC 3339 time); remove it to place device pods on this node")
+    if owner and holder == owner:
+        return None
+    if -ttl < now - taken < ttl:
+        return (f"node {node_name} has been locked within {int(ttl // 60)} minutes "
+                f"(lock {key}={str(value)!r})")
+    return None
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -116,13 +128,11 @@ class NodeLocker:
         annotations = node.setdefault("metadata", {}).setdefault("annotations", {})
         current = annotations.get(key)
         now = self.clock()
-        if current:
-            _, holder = parse_lock(str(current))
-            mine = bool(owner) and holder == owner
-            if lock_blocks(str(current), now, ttl=self.ttl) and not mine:
-                raise NodeLockError(f"node {node_name} has been locked within "
-                                    f"{int(self.ttl // 60)} minutes (lock {key}={current!r})")
-            if not mine:
+        if current is not None:
+            problem = lock_problem(node_name, key, current, now, owner=owner, ttl=self.ttl)
+            if problem is not None:
+                raise NodeLockError(problem)
+            if not owner or parse_lock(str(current))[1] != owner:
                 log.info("breaking node lock", node=node_name, key=key, value=current)
         annotations[key] = format_lock(now, owner=owner)
         self._replace(node)

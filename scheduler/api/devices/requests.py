@@ -159,10 +159,16 @@ def _container_vgpu(task: TaskInfo, container: Mapping[str, Any],
                                  f"between 1 and 100")
     if cores is not None and cores > 100:
         raise DeviceRequestError(f"{where}: {names.cores} {cores} must be at most 100")
+    if memory and percentage is not None:
+        # Both given: Volcano's vgpu fit sizes the card share by the percentage, HAMi's Fit
+        # by the MiB; each profile follows its own scheduler.
+        if names.profile == "volcano":
+            memory = None
+        else:
+            percentage = None
     return VGpuContainerRequest(
         number=number, memory=memory or 0,
-        percentage=UNSET_PERCENTAGE if percentage is None or memory else percentage,
-        cores=cores or 0)
+        percentage=UNSET_PERCENTAGE if percentage is None else percentage, cores=cores or 0)
 
 
 def vgpu_request(task: TaskInfo, names: VGpuNames) -> VGpuRequest | None:

@@ -3,9 +3,14 @@
 Cards come from the node's register annotation (Volcano colon format, or HAMi's JSON in the
 ``hami`` profile); a malformed annotation makes the node deviceless with a warning naming it,
 duplicate UUIDs keep their first entry. Each container's request is fitted card by card in the
-policy's order (binpack: most used memory first; spread: fewest sharers first), charging every
-accepted card before the next container looks, so one pod never over-commits a card. The same
-fitting runs in the filter and at allocation, so what was filtered is what is written.
+policy's order, exactly as Volcano walks them (binpack: most used memory first; spread: fewest
+sharers first; ties and the unset policy by card index, the unset policy from the highest
+index down), charging every accepted card before the next container looks, so one pod never
+over-commits a card. The same fitting runs in the filter and at allocation, so what was
+filtered is what is written. The node score is Volcano's too: binpack adds each chosen card's
+fullness after the charge; spread only counts cards nobody used before the charge, which a
+charged card never is, so spread and the unset policy score 0 and nodes are ranked by the
+other scorers.
 """
 
 from __future__ import annotations
@@ -85,9 +90,12 @@ def _refusal(card: VGpuCard, need: VGpuContainerRequest, request: VGpuRequest) -
     if info.uuid in request.nouse_uuids:
         return "in the excluded UUID list"
     card_type = info.type.lower()
-    if request.use_types and not any(t in card_type for t in request.use_types):
-        return "type not allowed"
-    if any(t in card_type for t in request.nouse_types):
+    # Volcano's checkGPUtype: an allow list, when given, is the whole rule (the deny list is
+    # not consulted then).
+    if request.use_types:
+        if not any(t in card_type for t in request.use_types):
+            return "type not allowed"
+    elif any(t in card_type for t in request.nouse_types):
         return "type excluded"
     if request.mode and request.mode != info.mode:
         return f"mode is not {request.mode}"
@@ -119,7 +127,7 @@ class VGpuDevices:
     node_name: str
     cards: list[VGpuCard]
     names: VGpuNames
-    policy: str = "binpack"
+    policy: str = ""
     reporter: Reporter | None = None
     charges: dict[TaskID, tuple[tuple[str, int, int, str], ...]] = field(default_factory=dict)
 
@@ -179,9 +187,19 @@ class VGpuDevices:
 
     # -- fitting ------------------------------------------------------------------------
     def _order(self, cards: list[VGpuCard]) -> list[VGpuCard]:
+        """Volcano's ``sortedDeviceIndicesByPolicy``: no tie-break but the card index."""
+        if self.policy == "binpack":
+            return sorted(cards, key=lambda c: (-c.used_mem, c.info.index))
         if self.policy == "spread":
-            return sorted(cards, key=lambda c: (c.used_num, c.used_mem, c.info.index))
-        return sorted(cards, key=lambda c: (-c.used_mem, c.info.index))
+            return sorted(cards, key=lambda c: (c.used_num, c.info.index))
+        return sorted(cards, key=lambda c: c.info.index, reverse=True)
+
+    def _card_score(self, card: VGpuCard) -> float:
+        """Volcano's ``GPUScore`` of a card just charged with one vGPU: its spread bonus needs
+        a card without sharers, which a charged card never is, so only binpack scores."""
+        if self.policy == "binpack":
+            return 100.0 * min(card.used_mem / max(card.info.memory, 1), 1.0)
+        return 0.0
 
     def _plan(self, request: VGpuRequest) -> _Plan | str:
         work = [card.copy() for card in self.cards]
@@ -206,8 +224,7 @@ class VGpuDevices:
                 card.used_cores += need.cores
                 if request.spread_group:
                     card.groups[request.spread_group] += 1
-                fullness = min(card.used_mem / max(card.info.memory, 1), 1.0)
-                score += 100.0 * (fullness if self.policy != "spread" else 1.0 - fullness)
+                score += self._card_score(card)
                 chosen.append(ContainerDevice(card.info.uuid, NVIDIA, memory, need.cores))
             if len(chosen) < need.number:
                 return self._reason(request, position, need, len(chosen), refusals)
@@ -248,6 +265,15 @@ class VGpuDevices:
         if task.bind_annotations.get(self.names.bind_phase) == "success":
             return ()
         return self.names.binding_keys
+
+    def queue_resources(self, task: TaskInfo) -> dict[str, float]:
+        """Volcano's ``AddQueueResource``: the MiB and % cores ``task`` holds on this node's
+        cards (milli units, like every scalar), for the queue's ``status.allocated``."""
+        charges = self.charges.get(task.uid)
+        if not charges:
+            return {}
+        return {self.names.memory: 1000.0 * sum(memory for _, memory, _, _ in charges),
+                self.names.cores: 1000.0 * sum(cores for _, _, cores, _ in charges)}
 
     # -- summaries ----------------------------------------------------------------------
     def summary(self) -> tuple[float, ...]:
