@@ -14,11 +14,12 @@ from plugins.overcommit import Overcommit
 from plugins.predicates import Predicates
 from plugins.priority import Priority
 from plugins.proportion import Proportion
+from plugins.sla import Sla
 
 __all__ = ["PLUGINS"]
 
 PLUGINS: dict[str, Any] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Drf, Proportion, Overcommit, Predicates, NodeOrder,
-                Binpack, DeviceShare)
+                Binpack, DeviceShare, Sla)
 }
