@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from plugins.binpack import Binpack
+from plugins.capacity import Capacity
 from plugins.conformance import Conformance
 from plugins.deviceshare import DeviceShare
 from plugins.drf import Drf
@@ -21,5 +22,5 @@ __all__ = ["PLUGINS"]
 PLUGINS: dict[str, Any] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Drf, Proportion, Overcommit, Predicates, NodeOrder,
-                Binpack, DeviceShare, Sla)
+                Binpack, DeviceShare, Capacity, Sla)
 }

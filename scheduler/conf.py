@@ -18,7 +18,7 @@ configurations:
 An unknown action or plugin, a non-boolean ``enable…`` flag or a wrongly typed plugin argument
 is a :class:`ConfError` naming it. Unknown argument keys only warn. A plugin Volcano has but Lahar
 does not implement (``network-topology-aware``, ``tdm``, ...) is skipped with a warning, so stock
-Volcano confs load unchanged.
+Volcano confs load unchanged; ``capacity`` and ``proportion`` together are refused.
 """
 
 from __future__ import annotations
@@ -236,6 +236,14 @@ def _skip_unimplemented(raw: Any, where: str, warnings: list[str]) -> bool:
 
 
 def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> None:
+    names = {p.name for tier in tiers for p in tier}
+    if {"capacity", "proportion"} <= names:
+        # Both own the queues' deserved share, reclaim and admission; Volcano's capacity guide
+        # says they cannot be used together, though its conf loader lets the pair through.
+        raise ConfError(
+            f"{source}: plugins capacity and proportion cannot be used together "
+            f"(both divide the cluster between queues); keep one of them"
+        )
     for t, tier in enumerate(tiers):
         names = {p.name for p in tier}
         hierarchical_drf = any(p.name == "drf" and p.flags.get("enableHierarchy") for p in tier)

@@ -1,7 +1,7 @@
 """Volcano plugins Lahar does not implement: a conf naming one loads, and says it is skipped.
 
 Volcano's own registry (``pkg/scheduler/plugins/factory.go``) is the list; a name outside it is
-still an error.
+still an error. ``capacity`` and ``proportion`` may not share a conf.
 """
 
 from __future__ import annotations
@@ -65,6 +65,19 @@ def test_an_unimplemented_volcano_plugin_is_skipped_with_a_warning(name: str) ->
 def test_a_name_volcano_does_not_know_is_still_an_error() -> None:
     with pytest.raises(ConfError, match="unknown plugin 'network-topology'"):
         parse_conf("tiers: [{plugins: [{name: network-topology}]}]")
+
+
+@pytest.mark.parametrize(
+    "tiers",
+    [
+        "[{plugins: [{name: capacity}, {name: proportion}]}]",
+        "[{plugins: [{name: proportion}]}, {plugins: [{name: capacity}]}]",
+    ],
+    ids=["same-tier", "different-tiers"],
+)
+def test_capacity_and_proportion_together_are_refused(tiers: str) -> None:
+    with pytest.raises(ConfError, match="capacity and proportion cannot be used together"):
+        parse_conf(f"tiers: {tiers}", source="q.conf")
 
 
 def _write(tmp_path: Path) -> Path:
