@@ -10,6 +10,7 @@ QueueOrderFn and JobEnqueueableFn.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +73,13 @@ def test_guide_a_queue_borrows_what_an_idle_queue_deserves() -> None:
 def test_guide_queue2_reclaims_its_deserved_share() -> None:
     """Guide: demo-2 (queue2, deserves 6 cpu/24Gi) reclaims from queue1 until queue1 is back
     at its deserved 2 cpu/8Gi: 2 demo-1 and 6 demo-2 pods run."""
-    objs = sample("guide")
-    for i, obj in enumerate(o for o in objs if o["kind"] == "Pod"):
-        obj["spec"]["nodeName"] = f"node-{1 + i % 2}"
-        obj["status"] = {"phase": "Running"}
+    conf = conf_text("guide", reclaim=True)
+    first = simulate(sample("guide"), conf=conf)
+    assert len(running(first, "demo-1-")) == 8
+    # then demo-2 arrives in the cluster as the first run left it
+    objs = [copy.deepcopy(o) for o in first.cluster.all_objects() if o["kind"] != "Event"]
     objs += [make_pod(f"demo-2-{i}", cpu="1", memory="4Gi", queue="queue2") for i in range(8)]
-    run = simulate(objs, conf=conf_text("guide", reclaim=True))
+    run = simulate(objs, conf=conf)
     assert len(running(run, "demo-2-")) == 6
     assert len(running(run, "demo-1-")) == 2
 
