@@ -142,3 +142,60 @@ def test_hierarchy_missing_parent_is_reported() -> None:
     assert {entry.get("error") for entry in logs if entry["log_level"] == "error"} == {
         "queue hierarchy unusable: Queue lost: spec.parent names queue 'nowhere', "
         "which does not exist"}
+
+
+@pytest.mark.skipif(not HAVE_RECLAIM, reason="needs the reclaim action")
+def test_reclaim_stops_at_the_victim_queues_guarantee() -> None:
+    """Design story 4: org2 (deserves 6 GPUs) reclaims from org1, which borrowed 7 of the 8,
+    but not below org1's guarantee of 2."""
+    gpu: dict[str, Any] = {"limits": {"nvidia.com/gpu": "1"}}
+    conf = conf_text("guide", reclaim=True)
+    org1 = make_queue("org1")
+    org1["spec"].update(guarantee={"resource": {"nvidia.com/gpu": "2"}},
+                        capability={"nvidia.com/gpu": "7"})
+    org2 = make_queue("org2")
+    org2["spec"]["deserved"] = {"nvidia.com/gpu": "6"}
+    nodes = [make_node(f"gpu-{i}", cpu="8", memory="32Gi", extra={"nvidia.com/gpu": "4"})
+             for i in (1, 2)]
+    first = simulate([*nodes, org1, org2,
+                      *(make_pod(f"train-{i}", cpu="1", queue="org1", **gpu) for i in range(8))],
+                     conf=conf)
+    assert len(running(first, "train-")) == 7
+    objs = [copy.deepcopy(o) for o in first.cluster.all_objects() if o["kind"] != "Event"]
+    objs += [make_pod(f"eval-{i}", cpu="1", queue="org2", **gpu) for i in range(8)]
+    run = simulate(objs, conf=conf)
+    assert len(running(run, "eval-")) == 6
+    assert len(running(run, "train-")) == 2
+
+
+def _then(run: Run, *pods: dict[str, Any], conf: str) -> Run:
+    """Submit ``pods`` to the cluster as ``run`` left it."""
+    objs = [copy.deepcopy(o) for o in run.cluster.all_objects() if o["kind"] != "Event"]
+    return simulate([*objs, *pods], conf=conf)
+
+
+@pytest.mark.skipif(not HAVE_RECLAIM, reason="needs the reclaim action")
+def test_hierarchical_reclaim_respects_parents_and_takes_from_siblings_first() -> None:
+    """Guide's hierarchy conf (ancestorReclaimLevel 1): research reclaims from dev only while
+    dev's parent eng is above its deserved 4; prod then reclaims from its sibling dev (research
+    is within its deserved), down to dev's deserved 2."""
+    conf = conf_text("hierarchy", reclaim=True)
+    queues = []
+    for name, parent, deserved in (("eng", None, "4"), ("dev", "eng", "2"),
+                                   ("prod", "eng", "2"), ("research", None, "4")):
+        queue = make_queue(name)
+        queue["spec"]["deserved"] = {"cpu": deserved}
+        if parent:
+            queue["spec"]["parent"] = parent
+        queues.append(queue)
+    nodes = [make_node(f"node-{i}", cpu="4", memory="16Gi") for i in (1, 2)]
+
+    def pods(queue: str, count: int) -> list[dict[str, Any]]:
+        return [make_pod(f"{queue}-{i}", cpu="1", queue=queue) for i in range(count)]
+
+    run = simulate([*nodes, *queues, *pods("dev", 8)], conf=conf)
+    assert len(running(run, "dev-")) == 8
+    run = _then(run, *pods("research", 8), conf=conf)
+    assert (len(running(run, "dev-")), len(running(run, "research-"))) == (4, 4)
+    run = _then(run, *pods("prod", 4), conf=conf)
+    assert [len(running(run, f"{q}-")) for q in ("dev", "prod", "research")] == [2, 2, 4]
