@@ -70,6 +70,8 @@ class CapacityArgs:
 class Capacity(PluginBase[CapacityArgs]):
     NAME = "capacity"
     Args = CapacityArgs
+    FLAGS = ("enableHierarchy",)
+    """PluginOption switches read here rather than by the session."""
 
     # -- session open: the queues' figures ------------------------------------------------
     def on_session_open(self, session: Session) -> None:

@@ -25,6 +25,7 @@ from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_RUNNING
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, Default, Resource
 from scheduler.api.resource_dims import resource_names
+from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, QueueID, TaskStatus
 
 __all__ = [
@@ -152,11 +153,23 @@ def _new_attr(uid: QueueID, queue: QueueInfo | None) -> QueueAttr:
     )
 
 
+_QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
+
+
+def _held_by_other_gate(task: TaskInfo) -> bool:
+    """Gated by something other than Volcano's queue-allocation gate alone (pods held only
+    by that gate still count towards their job's reservation, as in Volcano)."""
+    if not task.sched_gated:
+        return False
+    gates = (task.pod.get("spec") or {}).get("schedulingGates") or []
+    return not (len(gates) == 1 and (gates[0] or {}).get("name") == _QUEUE_ALLOCATION_GATE)
+
+
 def deduct_gated(job: JobInfo, resource: Resource) -> Resource:
     """``resource`` less what the job's scheduling-gated pods ask for (they cannot start)."""
     gated = Resource()
     for task in job.tasks.values():
-        if task.sched_gated:
+        if _held_by_other_gate(task):
             gated.add(task.resreq)
     if gated.is_empty():
         return resource

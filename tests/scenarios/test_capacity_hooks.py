@@ -331,3 +331,17 @@ def test_ancestor_reclaim_level_protects_a_subtree_within_its_deserved(
     # dev holds 4 (over its 2) but eng holds 4 of its 6: from research only level 0 reclaims
     objs = [*TREE, *job("d", "dev", running=4), *job("r", "research", pending=1)]
     assert len(_reclaim(objs, "r", hierarchy=True, level=level)) == victims
+
+
+@pytest.mark.parametrize(("gate", "inqueue"), [("example.com/wait", 2000),
+                                               ("scheduling.volcano.sh/queue-allocation-gate",
+                                                4000)])
+def test_inqueue_reservation_leaves_out_pods_held_by_a_scheduling_gate(gate: str,
+                                                                        inqueue: int) -> None:
+    """``DeductSchGatedResources``: gated pods cannot start, so their requests are not held in
+    reserve, except pods held only by Volcano's own queue-allocation gate."""
+    objs = job("j", "q1", pending=4, phase="Inqueue", min_resources={"cpu": "4"})
+    for pod in objs[1:3]:
+        pod["spec"]["schedulingGates"] = [{"name": gate}]
+    _, cap = open_session([NODE, queue("q1", deserved={"cpu": "8"}), *objs])
+    assert cap.attrs[QueueID("q1")].inqueue.milli_cpu == inqueue
