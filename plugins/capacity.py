@@ -39,6 +39,7 @@ from scheduler.api.resource_dims import (
 )
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, Vote
+from scheduler.framework import hooks
 from scheduler.framework.arguments import ArgumentError, arg
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
@@ -300,8 +301,13 @@ class Capacity(PluginBase[CapacityArgs]):
         ssn = self.ssn
         preemptor = ssn.jobs.get(reclaimer.job)
 
+        job_orders = [p.job_order for tier in ssn.hooks(hooks.JobOrder) for p in tier]
+
         def job_then_task(lj: JobInfo, rj: JobInfo, left: TaskInfo, right: TaskInfo) -> int:
-            return -ssn.job_order(lj, rj) or -ssn.task_order(left, right)
+            # only the plugins' job order, without the creation-time fallback (Volcano's
+            # JobOrderCompareFn); ties go to the reverse task order
+            by_job = next((c for c in (order(lj, rj) for order in job_orders) if c), 0)
+            return -by_job or -ssn.task_order(left, right)
 
         def compare(left: TaskInfo, right: TaskInfo) -> int:
             if left.job == right.job:

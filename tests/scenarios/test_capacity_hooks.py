@@ -345,3 +345,13 @@ def test_inqueue_reservation_leaves_out_pods_held_by_a_scheduling_gate(gate: str
         pod["spec"]["schedulingGates"] = [{"name": gate}]
     _, cap = open_session([NODE, queue("q1", deserved={"cpu": "8"}), *objs])
     assert cap.attrs[QueueID("q1")].inqueue.milli_cpu == inqueue
+
+
+def test_reclaim_takes_the_last_tasks_in_task_order_first() -> None:
+    """``BuildVictimsPriorityQueue``: within a job the reverse task order (the highest pod index
+    of a ``<job>-<role>-<i>`` name first), so the queue keeps its first tasks."""
+    objs = [NODE, queue("q1", deserved={"cpu": "2"}), queue("q2", deserved={"cpu": "6"}),
+            make_podgroup("a", queue="q1", phase="Running"),
+            *(make_pod(f"a-w-{i}", cpu="1", group="a", node="n1") for i in (2, 0, 3, 1)),
+            *job("b", "q2", pending=1)]
+    assert _reclaim(objs, "b") == ["a-w-2", "a-w-3"]
