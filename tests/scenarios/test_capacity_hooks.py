@@ -24,6 +24,7 @@ from scheduler.api.queue import queue_from_object
 from scheduler.api.task import TaskInfo, task_from_pod
 from scheduler.api.types import JobID, QueueID, Vote
 from scheduler.conf import ConfError, parse_conf
+from scheduler.framework.queuetree import QueueTreeError, build_queue_tree
 from scheduler.framework.session import PluginEntry, Session
 from scheduler.framework.snapshot import Snapshot
 from tests.builders import make_node, make_pod, make_podgroup, make_queue
@@ -355,3 +356,20 @@ def test_reclaim_takes_the_last_tasks_in_task_order_first() -> None:
             *(make_pod(f"a-w-{i}", cpu="1", group="a", node="n1") for i in (2, 0, 3, 1)),
             *job("b", "q2", pending=1)]
     assert _reclaim(objs, "b") == ["a-w-2", "a-w-3"]
+
+
+def test_queue_tree_links_parents_and_names_what_is_broken() -> None:
+    queues = {q.uid: q for q in map(queue_from_object, [
+        queue("root", parent="elsewhere"), queue("a"), queue("b", parent="a"),
+        queue("c", parent="b"), queue("d", parent="root")])}
+    tree = build_queue_tree(queues)
+    assert tree.ancestors[QueueID("c")] == ("root", "a", "b")
+    assert tree.ancestors[QueueID("root")] == ()  # root's own parent is never followed
+    assert tree.children[QueueID("root")] == ["a", "d"]
+    assert [tree.is_leaf(QueueID(n)) for n in ("a", "c", "d")] == [False, True, True]
+    assert tree.top_down()[:3] == ["root", "a", "d"]
+    assert build_queue_tree({}).ancestors == {"root": ()}  # implicit root
+    cycle = {q.uid: q for q in map(queue_from_object, [
+        queue("x", parent="y"), queue("y", parent="z"), queue("z", parent="x")])}
+    with pytest.raises(QueueTreeError, match=r"Queue x: spec.parent forms a cycle \(x -> y -> z -> x\)"):
+        build_queue_tree(cycle)
