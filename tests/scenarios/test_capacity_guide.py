@@ -19,6 +19,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from actions import ACTIONS
+from scheduler.cli import main
 from scheduler.conf import ConfError, load_conf, parse_conf
 from tests.builders import Run, make_node, make_pod, make_queue, simulate
 
@@ -199,3 +200,15 @@ def test_hierarchical_reclaim_respects_parents_and_takes_from_siblings_first() -
     assert (len(running(run, "dev-")), len(running(run, "research-"))) == (4, 4)
     run = _then(run, *pods("prod", 4), conf=conf)
     assert [len(running(run, f"{q}-")) for q in ("dev", "prod", "research")] == [2, 2, 4]
+
+
+@pytest.mark.parametrize(("conf", "cluster"), [("guide", "guide"), ("guide", "queues"),
+                                               ("hierarchy", "hierarchy")])
+def test_samples_run_from_the_command_line(conf: str, cluster: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    conf_file = tmp_path / "capacity.conf"
+    conf_file.write_text(conf_text(conf, reclaim=HAVE_RECLAIM))
+    assert main(["simulate", "--conf", str(conf_file),
+                 str(SAMPLES / f"capacity-{cluster}.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert "settled" in out and "error" not in err
