@@ -11,10 +11,12 @@ QueueOrderFn and JobEnqueueableFn.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 from structlog.testing import capture_logs
 
@@ -27,6 +29,14 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFS = ROOT / "tests" / "data" / "confs"
 SAMPLES = ROOT / "conf" / "samples"
 HAVE_RECLAIM = "reclaim" in ACTIONS
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logging() -> Iterator[None]:
+    """``lahar`` commands bind structlog to the stream pytest captures for the test; later
+    tests must not log into that stream once it is closed."""
+    yield
+    structlog.reset_defaults()
 
 
 def conf_text(name: str, *, reclaim: bool = False) -> str:

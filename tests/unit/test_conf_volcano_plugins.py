@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import io
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from plugins import PLUGINS
 from scheduler.cli import build_parser, main
@@ -39,6 +41,14 @@ tiers:
   - name: network-topology-aware
 """
 SKIPPED = "Volcano plugin 'network-topology-aware' is not implemented by Lahar; skipped"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logging() -> Iterator[None]:
+    """``lahar`` commands bind structlog to the stream pytest captures for the test; later
+    tests must not log into that stream once it is closed."""
+    yield
+    structlog.reset_defaults()
 
 
 def test_every_lahar_plugin_is_a_volcano_plugin() -> None:
