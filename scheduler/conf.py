@@ -16,7 +16,9 @@ configurations:
 ```
 
 An unknown action or plugin, a non-boolean ``enable…`` flag or a wrongly typed plugin argument
-is a :class:`ConfError` naming it. Unknown argument keys only warn.
+is a :class:`ConfError` naming it. Unknown argument keys only warn. A plugin Volcano has but Lahar
+does not implement (``network-topology-aware``, ``tdm``, ...) is skipped with a warning, so stock
+Volcano confs load unchanged; ``capacity`` and ``proportion`` together are refused.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from scheduler.framework.arguments import ArgumentError, parse_args
 __all__ = [
     "DEFAULT_CONF",
     "PLUGIN_FLAGS",
+    "VOLCANO_PLUGINS",
     "ConfError",
     "PluginOption",
     "SchedulerConf",
@@ -88,6 +91,15 @@ PLUGIN_FLAGS = (
     "enabledHyperNodeGradient",
 )
 _FLAG_DEFAULT_OFF = {"enableHierarchy", "enabledClusterOrder"}
+
+VOLCANO_PLUGINS = frozenset({
+    "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "extender", "gang",
+    "network-topology-aware", "nodegroup", "nodeorder", "numa-aware", "overcommit", "pdb",
+    "predicates", "priority", "proportion", "rescheduling", "resource-strategy-fit",
+    "resourcequota", "sla", "task-topology", "tdm", "usage",
+})
+"""Every plugin name Volcano's scheduler registers (``pkg/scheduler/plugins/factory.go``).
+Those missing from :data:`plugins.PLUGINS` are skipped with a warning rather than refused."""
 
 
 class ConfError(ValueError):
@@ -180,6 +192,7 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
             tuple(
                 _plugin(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
                 for i, p in enumerate(plugins)
+                if not _skip_unimplemented(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
             )
         )
     _check_combinations(tiers, source)
@@ -209,7 +222,28 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
     )
 
 
+def _skip_unimplemented(raw: Any, where: str, warnings: list[str]) -> bool:
+    """True (with a warning naming it) for a Volcano plugin that Lahar does not implement.
+
+    Skipping lets a stock Volcano conf that names one (its CI conf names
+    ``network-topology-aware``) load and schedule with everything else it configures; what the
+    skipped plugin would have added is missing, and the warning says which plugin that is."""
+    name = raw.get("name") if isinstance(raw, Mapping) else None
+    if not isinstance(name, str) or name in PLUGINS or name not in VOLCANO_PLUGINS:
+        return False
+    warnings.append(f"{where}: Volcano plugin {name!r} is not implemented by Lahar; skipped")
+    return True
+
+
 def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> None:
+    names = {p.name for tier in tiers for p in tier}
+    if {"capacity", "proportion"} <= names:
+        # Both own the queues' deserved share, reclaim and admission; Volcano's capacity guide
+        # says they cannot be used together, though its conf loader lets the pair through.
+        raise ConfError(
+            f"{source}: plugins capacity and proportion cannot be used together "
+            f"(both divide the cluster between queues); keep one of them"
+        )
     for t, tier in enumerate(tiers):
         names = {p.name for p in tier}
         hierarchical_drf = any(p.name == "drf" and p.flags.get("enableHierarchy") for p in tier)

@@ -1,0 +1,329 @@
+"""Queue figures for the capacity plugin, flat or as a hierarchy of ``spec.parent`` links.
+
+Hierarchical queues (Volcano's capacity plugin with ``enableHierarchy``) form a tree: a queue
+without ``spec.parent`` hangs under ``root``. Volcano's scheduler creates the ``root`` queue at
+start; where no such Queue object exists the tree has an implicit ``root`` with no bounds, which
+is what Volcano's freshly created root is. A parent that does not exist or a cycle of parents
+makes the tree unusable; :class:`QueueTreeError` names the queue and the field.
+
+:class:`QueueAttr` holds one queue's figures for a session — deserved, guarantee, capability,
+real capability, allocated, inqueue, elastic, share — built flat (:func:`build_flat_attrs`) or
+down the tree (:func:`build_tree_attrs`) as Volcano's ``plugins/capacity/capacity.go`` builds
+them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import structlog
+
+from scheduler.api.job import JobInfo
+from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_RUNNING
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, Default, Resource
+from scheduler.api.resource_dims import resource_names
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import ALLOCATED_STATUS, QueueID, TaskStatus
+
+__all__ = [
+    "ROOT_QUEUE",
+    "QueueAttr",
+    "QueueTree",
+    "QueueTreeError",
+    "build_flat_attrs",
+    "build_queue_tree",
+    "build_tree_attrs",
+    "deduct_gated",
+]
+
+log = structlog.get_logger("lahar.queuetree")
+
+ROOT_QUEUE = QueueID("root")
+
+
+class QueueTreeError(ValueError):
+    """A queue whose ``spec.parent`` cannot be placed in the tree."""
+
+
+@dataclass(slots=True)
+class QueueTree:
+    ancestors: dict[QueueID, tuple[QueueID, ...]] = field(default_factory=dict)
+    """Every queue's ancestors, ``root`` first and its parent last (``root``: none)."""
+    children: dict[QueueID, list[QueueID]] = field(default_factory=dict)
+
+    def is_leaf(self, queue: QueueID) -> bool:
+        return not self.children.get(queue)
+
+    def parent(self, queue: QueueID) -> QueueID | None:
+        chain = self.ancestors.get(queue, ())
+        return chain[-1] if chain else None
+
+    def top_down(self) -> list[QueueID]:
+        """Queues in an order where every parent comes before its children."""
+        return sorted(self.ancestors, key=lambda queue: (len(self.ancestors[queue]), queue))
+
+
+def build_queue_tree(queues: Mapping[QueueID, QueueInfo]) -> QueueTree:
+    """Link ``queues`` by ``spec.parent``; raises :class:`QueueTreeError` on a missing parent
+    or a cycle."""
+    parents: dict[QueueID, QueueID] = {}
+    for uid, queue in queues.items():
+        if uid == ROOT_QUEUE:
+            continue
+        parent = QueueID(queue.parent or ROOT_QUEUE)
+        if parent != ROOT_QUEUE and parent not in queues:
+            raise QueueTreeError(
+                f"Queue {queue.name}: spec.parent names queue {parent!r}, which does not exist"
+            )
+        parents[uid] = parent
+    tree = QueueTree()
+    tree.ancestors[ROOT_QUEUE] = ()
+    tree.children[ROOT_QUEUE] = []
+    for uid in sorted(parents):
+        chain: list[QueueID] = []
+        seen = {uid}
+        current = parents[uid]
+        while current != ROOT_QUEUE:
+            if current in seen:
+                path = " -> ".join([uid, *chain, current])
+                raise QueueTreeError(
+                    f"Queue {queues[uid].name}: spec.parent forms a cycle ({path})"
+                )
+            seen.add(current)
+            chain.append(current)
+            current = parents[current]
+        tree.ancestors[uid] = (ROOT_QUEUE, *reversed(chain))
+        tree.children.setdefault(uid, [])
+    for uid in sorted(parents):
+        tree.children.setdefault(parents[uid], []).append(uid)
+    return tree
+
+
+# -- capacity figures per queue -----------------------------------------------------------------
+
+_UNBOUNDED = sys.float_info.max
+"""cpu/memory of a capability left unset (Volcano's ``math.MaxFloat64``)."""
+_UNBOUNDED_SCALAR = float(2**63 - 1)
+
+
+@dataclass(slots=True)
+class QueueAttr:
+    """One queue's figures for a session; ``allocated`` follows every in-session change."""
+
+    uid: QueueID
+    name: str
+    deserved: Resource
+    guarantee: Resource
+    capability: Resource
+    real_capability: Resource = field(default_factory=Resource)
+    """What the queue may hold at most: capability capped by what others' guarantees leave."""
+    allocated: Resource = field(default_factory=Resource)
+    request: Resource = field(default_factory=Resource)
+    inqueue: Resource = field(default_factory=Resource)
+    """minResources admitted jobs still hold in reserve."""
+    elastic: Resource = field(default_factory=Resource)
+    """What jobs hold beyond their minResources."""
+    ancestors: tuple[QueueID, ...] = ()
+    """``root`` first, the parent last; empty without hierarchy."""
+    share: float = 0.0
+
+    def update_share(self) -> None:
+        if self.deserved.is_empty():
+            self.share = 1.0  # best effort: after every queue below its deserved share
+            return
+        share = 0.0
+        for name in resource_names(self.deserved):
+            share = max(share, self.allocated.get(name) / self.deserved.get(name))
+        self.share = share
+
+
+def _new_attr(uid: QueueID, queue: QueueInfo | None) -> QueueAttr:
+    def copy(resource: Resource | None) -> Resource:
+        return resource.clone() if resource is not None else Resource()
+
+    return QueueAttr(
+        uid=uid,
+        name=queue.name if queue is not None else uid,
+        deserved=copy(queue.deserved if queue else None),
+        guarantee=copy(queue.guarantee if queue else None),
+        capability=copy(queue.capability if queue else None),
+    )
+
+
+_QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
+
+
+def _held_by_other_gate(task: TaskInfo) -> bool:
+    """Gated by something other than Volcano's queue-allocation gate alone (pods held only
+    by that gate still count towards their job's reservation, as in Volcano)."""
+    if not task.sched_gated:
+        return False
+    gates = (task.pod.get("spec") or {}).get("schedulingGates") or []
+    return not (len(gates) == 1 and (gates[0] or {}).get("name") == _QUEUE_ALLOCATION_GATE)
+
+
+def deduct_gated(job: JobInfo, resource: Resource) -> Resource:
+    """``resource`` less what the job's scheduling-gated pods ask for (they cannot start)."""
+    gated = Resource()
+    for task in job.tasks.values():
+        if _held_by_other_gate(task):
+            gated.add(task.resreq)
+    if gated.is_empty():
+        return resource
+    out = resource.clone()
+    out.milli_cpu = max(out.milli_cpu - gated.milli_cpu, 0.0)
+    out.memory = max(out.memory - gated.memory, 0.0)
+    for name, value in resource.scalars.items():
+        if name in gated.scalars:
+            out.scalars[name] = max(value - gated.scalars[name], 0.0)
+    return out
+
+
+@dataclass(slots=True)
+class _JobUsage:
+    allocated: Resource = field(default_factory=Resource)
+    request: Resource = field(default_factory=Resource)
+    inqueue: Resource = field(default_factory=Resource)
+    elastic: Resource = field(default_factory=Resource)
+
+    def add_to(self, attr: QueueAttr) -> None:
+        attr.allocated.add(self.allocated)
+        attr.request.add(self.request)
+        attr.inqueue.add(self.inqueue)
+        attr.elastic.add(self.elastic)
+
+
+def _usage_of(job: JobInfo) -> _JobUsage:
+    usage = _JobUsage()
+    for task in job.tasks.values():
+        if task.status & ALLOCATED_STATUS:
+            usage.allocated.add(task.resreq)
+            usage.request.add(task.resreq)
+        elif task.status is TaskStatus.PENDING:
+            usage.request.add(task.resreq)
+    minimum = job.podgroup.min_resources
+    phase = job.podgroup.phase
+    # An admitted job holds the part of its minResources not yet allocated; a running one
+    # only while its gang is placed (a finished driver must not re-reserve its executors).
+    if minimum is not None and (
+        phase == PHASE_INQUEUE
+        or (phase == PHASE_RUNNING and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member)
+    ):
+        usage.inqueue = deduct_gated(job, minimum.exceeded_part(job.allocated))
+    usage.elastic = job.allocated.exceeded_part(minimum or Resource())
+    return usage
+
+
+def build_flat_attrs(queues: Mapping[QueueID, QueueInfo], jobs: Iterable[JobInfo],
+                     total: Resource) -> dict[QueueID, QueueAttr]:
+    """Figures for every queue that has a job, without hierarchy (Volcano's
+    ``buildQueueAttrs``): deserved is capped by the real capability and raised to the
+    guarantee."""
+    attrs: dict[QueueID, QueueAttr] = {}
+    guarantees = Resource()
+    for candidate in queues.values():
+        if candidate.guarantee is not None:
+            guarantees.add(candidate.guarantee)
+    for job in jobs:
+        attr = attrs.get(job.queue)
+        if attr is None:
+            queue = queues.get(job.queue)
+            if queue is None:
+                continue
+            attr = attrs[job.queue] = _new_attr(job.queue, queue)
+            real = total.exceeded_part(guarantees).add(attr.guarantee)
+            if queue.capability is not None:
+                # unset (or zero) cpu and memory in a capability mean "no limit"
+                if attr.capability.milli_cpu <= 0:
+                    attr.capability.milli_cpu = _UNBOUNDED
+                if attr.capability.memory <= 0:
+                    attr.capability.memory = _UNBOUNDED
+                real.min_dimension(attr.capability, Default.INFINITY)
+            attr.real_capability = real
+        _usage_of(job).add_to(attr)
+    for attr in attrs.values():
+        attr.deserved.min_dimension(attr.real_capability, Default.INFINITY)
+        attr.deserved.set_max(attr.guarantee)
+        attr.update_share()
+    return attrs
+
+
+def build_tree_attrs(queues: Mapping[QueueID, QueueInfo], jobs: Iterable[JobInfo],
+                     total: Resource) -> tuple[QueueTree, dict[QueueID, QueueAttr]]:
+    """Figures for every queue of the hierarchy (Volcano's ``buildHierarchicalQueueAttrs``);
+    a job's usage counts in its queue and every ancestor. Raises :class:`QueueTreeError`
+    for a broken tree or a job in a queue with children."""
+    tree = build_queue_tree(queues)
+    attrs: dict[QueueID, QueueAttr] = {}
+    for uid, ancestors in tree.ancestors.items():
+        attrs[uid] = _new_attr(uid, queues.get(uid))
+        attrs[uid].ancestors = ancestors
+    for job in jobs:
+        leaf = attrs.get(job.queue)
+        if leaf is None:
+            continue
+        if not tree.is_leaf(job.queue):
+            raise QueueTreeError(f"Queue {leaf.name}: holds PodGroup {job.uid} but has child "
+                                 "queues; only leaf queues take jobs")
+        usage = _usage_of(job)
+        for uid in (job.queue, *leaf.ancestors):
+            usage.add_to(attrs[uid])
+    root = attrs[ROOT_QUEUE]
+    if root.capability.is_empty():
+        # Jobs may ask for more than the cluster has now; only queues users make bound them.
+        root.capability = Resource(_UNBOUNDED, _UNBOUNDED,
+                                   {name: _UNBOUNDED_SCALAR for name in total.scalars})
+    root.real_capability = root.capability.clone()
+    for uid in tree.top_down():
+        _settle_children(attrs[uid], [attrs[child] for child in tree.children.get(uid, ())])
+    for attr in attrs.values():
+        attr.update_share()
+    return tree, attrs
+
+
+def _settle_children(parent: QueueAttr, children: list[QueueAttr]) -> None:
+    """Children inherit unset capability and get their real capability from the parent's;
+    sums of deserved or guarantee above the parent's are reported, not refused."""
+    guarantees, deserved = Resource(), Resource()
+    for child in children:
+        child.deserved.set_max(child.guarantee)
+        deserved.add(child.deserved)
+        guarantees.add(child.guarantee)
+        if child.capability.milli_cpu <= 0:
+            child.capability.milli_cpu = parent.capability.milli_cpu
+        if child.capability.memory <= 0:
+            child.capability.memory = parent.capability.memory
+        for name, value in parent.capability.scalars.items():
+            child.capability.scalars.setdefault(name, value)
+        above = _greater_dims(child.capability, parent.capability)
+        if above:
+            log.warning("child queue capability exceeds its parent's; the parent bounds it",
+                        queue=child.name, parent=parent.name, resources=above)
+    if parent.uid == ROOT_QUEUE:
+        parent.guarantee, parent.deserved = guarantees, deserved
+    for child in children:
+        real = parent.real_capability.exceeded_part(guarantees).add(child.guarantee)
+        child.real_capability = real.min_dimension(child.capability, Default.INFINITY)
+    if _less_partly(parent.deserved, deserved):
+        log.warning("child queues deserve more than their parent", parent=parent.name,
+                    children=str(deserved), parent_deserved=str(parent.deserved))
+    if _less_partly(parent.guarantee, guarantees):
+        log.warning("child queues are guaranteed more than their parent", parent=parent.name,
+                    children=str(guarantees), parent_guarantee=str(parent.guarantee))
+
+
+def _less_partly(left: Resource, right: Resource) -> bool:
+    """Some dimension of ``left`` below ``right`` (missing scalars are 0)."""
+    names = set(left.names()) | set(right.names())
+    return any(left.get(name) < right.get(name) for name in names)
+
+
+def _greater_dims(child: Resource, parent: Resource) -> list[str]:
+    """Dimensions of ``child`` above ``parent`` (scalars ``parent`` lacks are unbounded)."""
+    out = [n for n in (CPU, MEMORY) if child.get(n) - parent.get(n) >= MIN_RESOURCE]
+    out += [n for n, v in sorted(child.scalars.items())
+            if n in parent.scalars and v - parent.scalars[n] >= MIN_RESOURCE]
+    return out
