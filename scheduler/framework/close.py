@@ -24,7 +24,7 @@ from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, TaskStatus
 from scheduler.framework.session import Session
 
-__all__ = ["close_session", "podgroup_phase", "rfc3339", "task_reason"]
+__all__ = ["close_session", "nominated_node", "podgroup_phase", "rfc3339", "task_reason"]
 
 _SCHEDULED = TaskStatus.RUNNING | TaskStatus.BOUND | TaskStatus.FAILED | TaskStatus.SUCCEEDED
 
@@ -70,6 +70,17 @@ def task_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:
     if task.last_node:
         return "Schedulable", f"{where} {task.last_node}, once minAvailable is satisfied"
     return "Unschedulable", job.job_fit_error or ALL_NODES_UNAVAILABLE
+
+
+def nominated_node(task: TaskInfo) -> str:
+    """The node to write as the pod's ``nominatedNodeName`` after this cycle, or ``""``.
+
+    Volcano's ``TaskSchedulingReason``: only a task pipelined onto the node where victims were
+    evicted for it, which the preempt and reclaim actions record as ``task.nominated_node``.
+    """
+    if task.status is TaskStatus.PIPELINED and task.nominated_node == task.node_name:
+        return task.nominated_node
+    return ""
 
 
 def close_session(session: Session) -> None:
@@ -123,4 +134,6 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
             if task.sched_gated:
                 continue
             reason, message = task_reason(job, task)
-            session.sink.update_task_condition(task, reason=reason, message=message)
+            session.sink.update_task_condition(
+                task, reason=reason, message=message, nominated_node=nominated_node(task)
+            )

@@ -24,7 +24,13 @@ class SessionSink(Protocol):
     def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
         """Persist the job's PodGroup status if changed; ``event`` is (type, reason, message)."""
 
-    def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
-        """Set PodScheduled=False with reason/message and emit FailedScheduling, on change."""
+    def update_task_condition(
+        self, task: TaskInfo, *, reason: str, message: str, nominated_node: str = ""
+    ) -> None:
+        """Set PodScheduled=False with reason/message and emit FailedScheduling, on change.
+
+        A non-empty ``nominated_node`` (a preemptor pipelined where victims were evicted for
+        it) is written to the pod's ``status.nominatedNodeName``; an empty one leaves it as is.
+        """
 
     def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None: ...
