@@ -156,7 +156,12 @@ def record_victims(count: int) -> None:
 
 
 def set_unschedulable(tasks_by_job: Mapping[str, int]) -> None:
-    """Replace the per-job count of unschedulable tasks and the unschedulable job count."""
+    """Replace the per-job count of unschedulable tasks and the unschedulable job count.
+
+    ``tasks_by_job`` maps every job of the session (by PodGroup name, Volcano's ``job_id``
+    label) to the tasks its gang still lacks, 0 for a ready job; jobs counted with more than
+    0 make ``volcano_unschedule_job_count``. Series of jobs no longer present are dropped.
+    """
     for job in _known_jobs - set(tasks_by_job):
         UNSCHEDULE_TASKS.remove(job)
     for job, count in tasks_by_job.items():

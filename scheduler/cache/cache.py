@@ -88,6 +88,8 @@ class SchedulerCache(CacheWrites):
         self.nominated: dict[str, list[ObjectRef]] = {}
         """Node → the pods this cycle's session nominated to it (preemptors whose victims
         there are being evicted); names the preemptor on the victims' Evict events."""
+        self.unready: dict[JobID, tuple[str, int]] = {}
+        """Job → (PodGroup name, tasks its gang still lacks) from the last session's close."""
         self._writes: deque[Callable[[], None]] = deque()
         self.status = StatusRecorder(
             writer=writer,
@@ -262,6 +264,7 @@ class SchedulerCache(CacheWrites):
         """A private copy of nodes, jobs (with a PodGroup and an existing queue) and queues."""
         with self.lock:
             self.nominated = {}
+            self.unready = {}
             clones = {uid: task.clone() for uid, task in self.tasks.items()}
             nodes = [node.clone(clones) for node in self.nodes.values()]
             jobs: dict[JobID, JobInfo] = {}
@@ -288,8 +291,12 @@ class SchedulerCache(CacheWrites):
             queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
             return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
 
-    def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
+    def update_podgroup(
+        self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None
+    ) -> None:
         with self.lock:
+            if unready is not None:
+                self.unready[job.uid] = (job.name, unready)
             cached = self.podgroups.get(job.uid)
             if cached is not None:
                 cached.phase = job.podgroup.phase

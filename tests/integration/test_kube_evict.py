@@ -228,3 +228,24 @@ def test_preemption_metrics_keep_volcanos_names() -> None:
     assert sample(body, "volcano_pod_preemption_victims") == 3.0
     metrics.record_victims(1)
     assert sample(metrics.exposition().decode(), "volcano_pod_preemption_victims") == 1.0
+
+
+def test_unschedule_counts_follow_volcanos_gang_plugin() -> None:
+    """Volcano gang ``OnSessionClose``: ``unschedule_task_count{job_id=<PodGroup name>}`` is
+    minAvailable minus ready tasks for a job that is not ready, 0 for one that is, and
+    ``unschedule_job_count`` counts the jobs that are not."""
+    from scheduler.cluster.kube.cyclemetrics import record_cycle
+    from scheduler.cluster.manifests import Manifest
+    from scheduler.simulate import build_simulation
+    from tests.builders import gang
+    from tests.builders import make_node as sim_node
+
+    objects = [sim_node("n1", cpu="4"), *gang("stuck", 3, cpu="2"),
+               *gang("elastic", 4, min_member=1, cpu="1")]
+    manifests = [Manifest(f"test#{i}", obj) for i, obj in enumerate(objects)]
+    _, cache, scheduler = build_simulation(manifests, conf=load_conf(None))
+    record_cycle(scheduler.run_once(), cache)
+    body = metrics.exposition().decode()
+    assert 'volcano_unschedule_task_count{job_id="stuck"} 3.0' in body
+    assert 'volcano_unschedule_task_count{job_id="elastic"} 0.0' in body
+    assert "volcano_unschedule_job_count 1.0" in body

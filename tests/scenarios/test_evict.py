@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
 from scheduler.cli import main
 from scheduler.cluster.manifests import Manifest
@@ -194,6 +196,17 @@ def test_max_cycles_one_runs_exactly_one_session() -> None:
     assert result.cluster.objects["Pod"]["default/preemptor"]["spec"]["nodeName"] == "big"
 
 
+@pytest.fixture
+def logging_restored() -> Iterator[None]:
+    """``main`` points structlog at this test's captured stderr; put the old setup back."""
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+@pytest.mark.usefixtures("logging_restored")
 def test_cli_max_cycles_one_prints_one_sessions_decisions(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
