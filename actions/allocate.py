@@ -3,8 +3,7 @@
 Queues are served round-robin in queue order (re-evaluated after every job turn, since shares
 move as tasks are placed) and an overused queue is dropped for the rest of the action. A job's
 tasks are placed in task order inside one Statement: onto nodes whose current idle holds them
-(allocate), else onto nodes whose future idle will (pipeline); a pod a preemption nominated to a
-node tries that node first. The statement is committed only
+(allocate), else onto nodes whose future idle will (pipeline). The statement is committed only
 when the gang is ready; a job that is merely pipelined keeps its reservations for the rest of
 the cycle; anything else is discarded. A ready job yields after each further task so other
 jobs get their turn.
@@ -13,19 +12,18 @@ jobs get their turn.
 from __future__ import annotations
 
 from scheduler.api.job import JobInfo
-from scheduler.api.node import NodeInfo
 from scheduler.api.podgroup import PHASE_INQUEUE
 from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import MIN_RESOURCE
 from scheduler.api.status import FitErrors
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, TaskID, TaskStatus
 from scheduler.framework.heap import PriorityQueue
+from scheduler.framework.nominated import nominated_node
 from scheduler.framework.select import best_node, feasible_nodes
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
-__all__ = ["Allocate", "nominated_node"]
+__all__ = ["Allocate"]
 
 
 class Allocate:
@@ -126,6 +124,7 @@ class Allocate:
                     "within its deserved share",
                 )
                 continue
+            # A node a preemption nominated for this pod is tried before the general search.
             nominated = nominated_node(session, task)
             if nominated is not None:
                 node, fits_idle = nominated
@@ -142,27 +141,3 @@ class Allocate:
             if session.job_ready(job) and tasks:
                 return True
         return False
-
-
-def nominated_node(session: Session, task: TaskInfo) -> tuple[NodeInfo, bool] | None:
-    """The node a preemption nominated for ``task``, if it can take the task now.
-
-    A previous cycle's preemption evicted victims there for this pod and wrote the node to
-    its ``status.nominatedNodeName``; it is likely the only node that fits, so it is tried
-    before the general search (Volcano's ``allocateResourcesForTasks``): it must hold the
-    request in future idle and pass every predicate. Returns (node, fits current idle).
-    """
-    node = session.nodes.get(task.nominated_node) if task.nominated_node else None
-    if node is None:
-        return None
-    table = session.table
-    cols, values, _ = table.request_dims(task.init_resreq)
-    row = node.index
-    if (cols < 0).any() or (values - table.future_idle[row, cols] >= MIN_RESOURCE).any():
-        return None
-    if session.pre_predicate(task) is not None or not session.predicate_mask(task)[row]:
-        return None
-    if session.wants_exact(task) and session.exact_check(task, node) is not None:
-        return None
-    fits_idle = not (values - table.idle[row, cols] >= MIN_RESOURCE).any()
-    return node, bool(fits_idle)
