@@ -21,6 +21,7 @@ from scheduler.api.status import FitErrors
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, TaskStatus
 from scheduler.framework.heap import PriorityQueue
+from scheduler.framework.nominated import nominated_node
 from scheduler.framework.select import best_node, feasible_nodes
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
@@ -150,12 +151,17 @@ class Allocate:
     @staticmethod
     def _place(session: Session, statement: Statement, job: JobInfo, task: TaskInfo) -> bool:
         """Put ``task`` on the best feasible node; False when it fits no node."""
-        rows, errors = feasible_nodes(session, task)
-        if errors is not None:
-            job.nodes_fit_errors[task.uid] = errors
-            job.unfit_tasks.add(task.uid)
-            return False
-        node, fits_idle = best_node(session, task, rows)
+        # A node a preemption nominated for this pod is tried before the general search.
+        nominated = nominated_node(session, task)
+        if nominated is not None:
+            node, fits_idle = nominated
+        else:
+            rows, errors = feasible_nodes(session, task)
+            if errors is not None:
+                job.nodes_fit_errors[task.uid] = errors
+                job.unfit_tasks.add(task.uid)
+                return False
+            node, fits_idle = best_node(session, task, rows)
         status = statement.allocate(task, node) if fits_idle else statement.pipeline(task, node)
         if status is None:
             job.nodes_fit_errors.pop(task.uid, None)

@@ -24,7 +24,6 @@ from prometheus_client import (
 __all__ = [
     "CONTENT_TYPE",
     "REGISTRY",
-    "count_preemption",
     "count_schedule_attempts",
     "exponential_buckets",
     "exposition",
@@ -34,6 +33,8 @@ __all__ = [
     "observe_open_session",
     "observe_plugin",
     "observe_task_latency",
+    "record_preemption_attempt",
+    "record_victims",
     "set_queue",
     "set_unschedulable",
 ]
@@ -76,9 +77,10 @@ SCHEDULE_ATTEMPTS = Counter(
     "means a pod could not be scheduled, 'error' means an internal scheduler problem",
     labelnames=("result",), subsystem=SUBSYSTEM, registry=REGISTRY)
 PREEMPTION_VICTIMS = _gauge("pod_preemption_victims", "Number of selected preemption victims")
-PREEMPTION_ATTEMPTS = Counter("total_preemption_attempts",
-                              "Total preemption attempts in the cluster till now",
-                              subsystem=SUBSYSTEM, registry=REGISTRY)
+# Volcano's counter is exposed without a ``_total`` suffix, which prometheus-client would add
+# to a Counter; a Gauge that only ever goes up keeps the name dashboards query.
+PREEMPTION_ATTEMPTS = _gauge("total_preemption_attempts",
+                             "Total preemption attempts in the cluster till now")
 UNSCHEDULE_TASKS = _gauge("unschedule_task_count", "Number of tasks that could not be scheduled",
                           ("job_id",))
 UNSCHEDULE_JOBS = _gauge("unschedule_job_count", "Number of jobs that could not be scheduled")
@@ -132,14 +134,34 @@ def count_schedule_attempts(result: str, count: int = 1) -> None:
         SCHEDULE_ATTEMPTS.labels(result=result).inc(count)
 
 
-def count_preemption(victims: int) -> None:
-    """One preemption (or reclaim) attempt and how many victims it chose."""
+def record_preemption_attempt() -> None:
+    """Count one preemption attempt: ``volcano_total_preemption_attempts`` goes up by one.
+
+    The preempt action calls it on each node where it has run its eviction loop for a
+    preemptor, before it checks whether the preemptor now fits there (Volcano's
+    ``RegisterPreemptionAttempts`` in ``preempt.go``), so a preemptor tried on three nodes
+    counts three attempts.
+    """
     PREEMPTION_ATTEMPTS.inc()
-    PREEMPTION_VICTIMS.set(victims)
+
+
+def record_victims(count: int) -> None:
+    """Publish how many victims the latest preemption chose (``volcano_pod_preemption_victims``).
+
+    A gauge, as in Volcano (``UpdatePreemptionVictimsCount``): the preempt action sets it to
+    the number of candidates the Preemptable hooks returned on a node, so it shows the size of
+    the most recent choice.
+    """
+    PREEMPTION_VICTIMS.set(count)
 
 
 def set_unschedulable(tasks_by_job: Mapping[str, int]) -> None:
-    """Replace the per-job count of unschedulable tasks and the unschedulable job count."""
+    """Replace the per-job count of unschedulable tasks and the unschedulable job count.
+
+    ``tasks_by_job`` maps every job of the session (by PodGroup name, Volcano's ``job_id``
+    label) to the tasks its gang still lacks, 0 for a ready job; jobs counted with more than
+    0 make ``volcano_unschedule_job_count``. Series of jobs no longer present are dropped.
+    """
     for job in _known_jobs - set(tasks_by_job):
         UNSCHEDULE_TASKS.remove(job)
     for job, count in tasks_by_job.items():

@@ -48,6 +48,32 @@ def _pending_reason(pod: Mapping[str, Any]) -> str:
     return "not scheduled yet"
 
 
+EVICT_PREFIX = "Pod is evicted, because of "
+
+
+def _evicted(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The "Evicted" section: each pod the scheduler evicted, why, and for which pod.
+
+    Read from the pods' ``Warning Evict`` events (the pods themselves are gone); the
+    preemptor is the event's ``related`` object, absent when several pods shared the room.
+    """
+    rows = [["EVICTED POD", "REASON", "FOR"]]
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") != "Evict" or involved.get("kind") != "Pod":
+            continue
+        message = str(event.get("message") or "")
+        reason = message.removeprefix(EVICT_PREFIX) if message.startswith(EVICT_PREFIX) else message
+        related = event.get("related") or {}
+        preemptor = (f"{related.get('namespace') or 'default'}/{related.get('name')}"
+                     if related.get("name") else "-")
+        rows.append([f"{involved.get('namespace') or 'default'}/{involved.get('name')}",
+                     reason or "-", preemptor])
+    if len(rows) == 1:
+        return []
+    return ["", *_table(rows)]
+
+
 def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
     by_kind: dict[str, list[Mapping[str, Any]]] = {}
     for obj in objects:
@@ -108,6 +134,7 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
         lines += _table(rows)
     else:
         lines.append("No pending pods.")
+    lines += _evicted(by_kind.get("Event", []))
     groups = by_kind.get("PodGroup", [])
     if groups:
         lines.append("")

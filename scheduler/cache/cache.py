@@ -85,6 +85,11 @@ class SchedulerCache(CacheWrites):
         self.post_bind_hooks: list[Callable[[TaskInfo, Exception | None], None]] = []
         """Run after each bind attempt with the error that failed it (None on success), e.g.
         to give back a device node lock a failed bind no longer needs."""
+        self.nominated: dict[str, list[ObjectRef]] = {}
+        """Node → the pods this cycle's session nominated to it (preemptors whose victims
+        there are being evicted); names the preemptor on the victims' Evict events."""
+        self.unready: dict[JobID, tuple[str, int]] = {}
+        """Job → (PodGroup name, tasks its gang still lacks) from the last session's close."""
         self._writes: deque[Callable[[], None]] = deque()
         self.status = StatusRecorder(
             writer=writer,
@@ -258,6 +263,8 @@ class SchedulerCache(CacheWrites):
     def snapshot(self) -> Snapshot:
         """A private copy of nodes, jobs (with a PodGroup and an existing queue) and queues."""
         with self.lock:
+            self.nominated = {}
+            self.unready = {}
             clones = {uid: task.clone() for uid, task in self.tasks.items()}
             nodes = [node.clone(clones) for node in self.nodes.values()]
             jobs: dict[JobID, JobInfo] = {}
@@ -284,8 +291,12 @@ class SchedulerCache(CacheWrites):
             queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
             return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
 
-    def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
+    def update_podgroup(
+        self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None
+    ) -> None:
         with self.lock:
+            if unready is not None:
+                self.unready[job.uid] = (job.name, unready)
             cached = self.podgroups.get(job.uid)
             if cached is not None:
                 cached.phase = job.podgroup.phase
@@ -294,9 +305,17 @@ class SchedulerCache(CacheWrites):
                 cached.failed = job.podgroup.failed
             self.status.update_podgroup(job, event)
 
-    def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
+    def update_task_condition(
+        self, task: TaskInfo, *, reason: str, message: str, nominated_node: str = ""
+    ) -> None:
         with self.lock:
-            self.status.update_task_condition(task, reason=reason, message=message)
+            if nominated_node:
+                self.nominated.setdefault(nominated_node, []).append(
+                    ObjectRef(kind="Pod", name=task.name, namespace=task.namespace,
+                              uid=str(task.uid)))
+            self.status.update_task_condition(
+                task, reason=reason, message=message, nominated_node=nominated_node
+            )
 
     def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None:
         with self.lock:

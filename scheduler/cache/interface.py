@@ -50,8 +50,21 @@ class ClusterWriter(Protocol):
     ) -> None:
         """POST the pod's ``binding`` subresource with ``annotations`` inside the Binding."""
 
-    def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
-        """Evict a pod (Eviction API / graceful delete) after marking its conditions."""
+    def evict(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        reason: str,
+        message: str,
+        preemptor: ObjectRef | None = None,
+    ) -> None:
+        """Evict a pod (Eviction API / graceful delete) after marking its conditions.
+
+        ``preemptor`` is the pod the eviction makes room for, when known; it becomes the
+        ``related`` object of the pod's ``Evict`` event, as kube-scheduler's preemption does.
+        """
 
     def update_pod_condition(
         self,

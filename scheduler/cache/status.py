@@ -56,12 +56,19 @@ class StatusRecorder:
         self.podgroup_status: dict[str, tuple[Any, ...]] = {}
         self.podgroup_events: dict[str, tuple[str, str]] = {}
         self.pod_conditions: dict[str, tuple[str, str]] = {}
+        self.pod_nominations: dict[str, str] = {}
+        """Pod key → its ``status.nominatedNodeName`` as last seen or written."""
         self.queue_allocated: dict[str, dict[str, str]] = {}
 
     def seen_podgroup(self, key: str, status: Mapping[str, Any]) -> None:
         self.podgroup_status[key] = _status_key(status)
 
     def seen_pod(self, key: str, pod: Mapping[str, Any]) -> None:
+        nominated = (pod.get("status") or {}).get("nominatedNodeName")
+        if nominated:
+            self.pod_nominations[key] = str(nominated)
+        else:
+            self.pod_nominations.pop(key, None)
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
                 self.pod_conditions[key] = (
@@ -102,11 +109,19 @@ class StatusRecorder:
                 )
             )
 
-    def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
+    def update_task_condition(
+        self, task: TaskInfo, *, reason: str, message: str, nominated_node: str = ""
+    ) -> None:
+        """Queue the condition (and nomination) write when either changed, as Volcano's
+        ``taskUnschedulable``: an empty ``nominated_node`` never clears an earlier one, since a
+        preemptor still waiting for its victims to go is pipelined again without evicting."""
         key = task.key
-        if self.pod_conditions.get(key) == (reason, message):
+        nominate = bool(nominated_node) and self.pod_nominations.get(key) != nominated_node
+        if self.pod_conditions.get(key) == (reason, message) and not nominate:
             return
         self.pod_conditions[key] = (reason, message)
+        if nominate:
+            self.pod_nominations[key] = nominated_node
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -118,7 +133,10 @@ class StatusRecorder:
 
         def write() -> None:
             self.writer.update_pod_condition(
-                namespace=task.namespace, name=task.name, condition=condition
+                namespace=task.namespace,
+                name=task.name,
+                condition=condition,
+                nominated_node=nominated_node if nominate else None,
             )
             self.writer.record_event(
                 involved=ref, type="Warning", reason="FailedScheduling", message=message
@@ -139,3 +157,4 @@ class StatusRecorder:
 
     def forget_pod(self, key: str) -> None:
         self.pod_conditions.pop(key, None)
+        self.pod_nominations.pop(key, None)

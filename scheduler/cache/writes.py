@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.api.podgroup import PodGroup
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import TaskID, TaskStatus
+from scheduler.api.types import JobID, TaskID, TaskStatus
 from scheduler.cache.interface import ClusterWriter, ObjectRef, WriteError
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
@@ -37,6 +38,8 @@ class CacheWrites:
     pods: dict[str, Mapping[str, Any]]
     resync: ResyncQueue
     status: StatusRecorder
+    podgroups: dict[JobID, PodGroup]
+    nominated: dict[str, list[ObjectRef]]
     pre_bind_hooks: list[Callable[[TaskInfo], None]]
     post_bind_hooks: list[Callable[[TaskInfo, Exception | None], None]]
     _writes: deque[Callable[[], None]]
@@ -123,6 +126,13 @@ class CacheWrites:
             log.warning("could not report bind failure", pod=task.key, error=str(write_exc))
 
     def evict(self, task: TaskInfo, reason: str) -> None:
+        """Take a victim out of service: Releasing at once, evicted by the next flush.
+
+        As Volcano's ``SchedulerCache.Evict``: the cached task turns Releasing (its node keeps
+        counting it until the pod is gone), the writer evicts the pod and its PodGroup gets a
+        ``Normal Evict <reason>`` event. A refused eviction is rolled back (the task is rebuilt
+        from the pod as last watched) and the pod is re-read after a per-pod backoff.
+        """
         with self.lock:
             cached = self.tasks.get(task.uid)
             if cached is None:
@@ -130,25 +140,44 @@ class CacheWrites:
             self._remove_task(cached)
             cached.status = TaskStatus.RELEASING
             self._add_task(cached)
-        message = f"Pod is evicted, because of {reason}"
+            podgroup = self.podgroups.get(cached.job)
+        self._writes.append(functools.partial(self._write_evict, cached, reason))
+        if podgroup is not None:
+            ref = ObjectRef(kind="PodGroup", name=podgroup.name, namespace=podgroup.namespace,
+                            uid=podgroup.uid, api_version="scheduling.volcano.sh/v1beta1")
+            self.report_event(involved=ref, type="Normal", reason="Evict", message=reason)
 
-        def write() -> None:
-            try:
-                self.writer.evict(
-                    namespace=task.namespace,
-                    name=task.name,
-                    uid=str(task.uid),
-                    reason=reason,
-                    message=message,
-                )
-            except WriteError as exc:
-                log.warning("eviction failed", pod=task.key, error=str(exc))
-                with self.lock:
-                    pod = self.pods.get(task.key)
-                    if pod is not None:
-                        self._pod(False, pod)
+    def _write_evict(self, task: TaskInfo, reason: str) -> None:
+        with self.lock:
+            nominated = {ref.uid: ref for ref in self.nominated.get(task.node_name, [])}
+        # Name the preemptor only when one pod was nominated to the victim's node this cycle;
+        # with several the victims made room for all of them together.
+        preemptor = next(iter(nominated.values())) if len(nominated) == 1 else None
+        try:
+            self.writer.evict(
+                namespace=task.namespace,
+                name=task.name,
+                uid=str(task.uid),
+                reason=reason,
+                message=f"Pod is evicted, because of {reason}",
+                preemptor=preemptor,
+            )
+        except WriteError as exc:
+            if exc.status == 404:
+                return  # already gone: its deletion arrives through the watch
+            self._evict_failed(task, exc)
 
-        self._writes.append(write)
+    def _evict_failed(self, task: TaskInfo, exc: WriteError) -> None:
+        log.warning("eviction failed", pod=task.key, status=exc.status, error=str(exc))
+        with self.lock:
+            if self.tasks.get(task.uid) is not task:
+                return  # the pod changed meanwhile; the newer version stands
+            pod = self.pods.get(task.key)
+            if pod is not None:
+                self._pod(False, pod)
+            delay = self.resync.add(task.key)
+            log.info("pod will be resynced", pod=task.key, delay=round(delay, 3),
+                     failures=self.resync.failures(task.key))
 
     # -- writing --------------------------------------------------------------------------
     def resync_due(self) -> int:

@@ -207,13 +207,34 @@ class SimCluster:
         for hook in self.node_side_hooks:
             hook(self, node)
 
-    def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+    def evict(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        reason: str,
+        message: str,
+        preemptor: ObjectRef | None = None,
+    ) -> None:
+        """Delete the pod as an eviction on a real cluster ends, leaving its ``Evict`` event.
+
+        The simulated kubelet stops a pod at once, so the pod is gone when the session that
+        evicted it has been written; the event names the preemptor as ``related`` when known.
+        """
         pod = self.get("Pod", f"{namespace}/{name}")
+        if uid and pod["metadata"].get("uid") != uid:
+            raise WriteError(
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                f"{pod['metadata'].get('uid')}",
+                status=409,
+            )
         self.record_event(
             involved=ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
             type="Warning",
             reason="Evict",
             message=message,
+            related=preemptor,
         )
         del self.objects["Pod"][f"{namespace}/{name}"]
         self.changes += 1
@@ -251,7 +272,15 @@ class SimCluster:
         queue.setdefault("status", {}).update(copy.deepcopy(dict(status)))
         self._modified(queue)
 
-    def record_event(self, *, involved: ObjectRef, type: str, reason: str, message: str) -> None:
+    def record_event(
+        self,
+        *,
+        involved: ObjectRef,
+        type: str,
+        reason: str,
+        message: str,
+        related: ObjectRef | None = None,
+    ) -> None:
         key = (involved.kind, f"{involved.namespace}/{involved.name}", reason, message)
         now = rfc3339(self.clock())
         existing = self._event_index.get(key)
@@ -282,6 +311,14 @@ class SimCluster:
             "lastTimestamp": now,
             "count": 1,
         }
+        if related is not None:
+            event["related"] = {
+                "apiVersion": related.api_version,
+                "kind": related.kind,
+                "name": related.name,
+                "namespace": related.namespace,
+                "uid": related.uid,
+            }
         self._event_index[key] = event
         self.events.append(event)
         self.changes += 1

@@ -25,7 +25,14 @@ from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, TaskStatus
 from scheduler.framework.session import Session
 
-__all__ = ["close_session", "podgroup_phase", "rfc3339", "task_reason"]
+__all__ = [
+    "close_session",
+    "nominated_node",
+    "podgroup_phase",
+    "rfc3339",
+    "task_reason",
+    "unready_tasks",
+]
 
 _SCHEDULED = TaskStatus.RUNNING | TaskStatus.BOUND | TaskStatus.FAILED | TaskStatus.SUCCEEDED
 
@@ -71,6 +78,26 @@ def task_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:
     if task.last_node:
         return "Schedulable", f"{where} {task.last_node}, once minAvailable is satisfied"
     return "Unschedulable", job.job_fit_error or ALL_NODES_UNAVAILABLE
+
+
+def unready_tasks(job: JobInfo) -> int:
+    """Tasks the gang still lacks, as Volcano's gang ``OnSessionClose`` counts them for the
+    ``unschedule_task_count`` metric: ``minAvailable`` minus ready tasks (best-effort pending
+    ones count as ready), 0 for a ready job."""
+    if job.is_ready():
+        return 0
+    return job.min_available - job.ready_task_num() - job.pending_best_effort_num()
+
+
+def nominated_node(task: TaskInfo) -> str:
+    """The node to write as the pod's ``nominatedNodeName`` after this cycle, or ``""``.
+
+    Volcano's ``TaskSchedulingReason``: only a task pipelined onto the node where victims were
+    evicted for it, which the preempt and reclaim actions record as ``task.nominated_node``.
+    """
+    if task.status is TaskStatus.PIPELINED and task.nominated_node == task.node_name:
+        return task.nominated_node
+    return ""
 
 
 def close_session(session: Session) -> None:
@@ -122,10 +149,13 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
             )
     elif before is not None and before.phase != podgroup.phase:
         event = ("Normal", "Scheduled", "pod group is ready")
-    session.sink.update_podgroup(job, event)
+    unready = None if invalid is not None else unready_tasks(job)
+    session.sink.update_podgroup(job, event, unready=unready)
     for status in (TaskStatus.ALLOCATED, TaskStatus.PENDING, TaskStatus.PIPELINED):
         for task in list(job.task_status_index.get(status, {}).values()):
             if task.sched_gated:
                 continue
             reason, message = task_reason(job, task)
-            session.sink.update_task_condition(task, reason=reason, message=message)
+            session.sink.update_task_condition(
+                task, reason=reason, message=message, nominated_node=nominated_node(task)
+            )

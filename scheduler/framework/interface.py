@@ -21,10 +21,22 @@ class SessionSink(Protocol):
 
     def evict(self, task: TaskInfo, reason: str) -> None: ...
 
-    def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
-        """Persist the job's PodGroup status if changed; ``event`` is (type, reason, message)."""
+    def update_podgroup(
+        self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None
+    ) -> None:
+        """Persist the job's PodGroup status if changed; ``event`` is (type, reason, message).
 
-    def update_task_condition(self, task: TaskInfo, *, reason: str, message: str) -> None:
-        """Set PodScheduled=False with reason/message and emit FailedScheduling, on change."""
+        ``unready`` is how many more tasks the gang needs to be ready (0 when it is), None for
+        a job the session found invalid; it feeds ``volcano_unschedule_task_count``.
+        """
+
+    def update_task_condition(
+        self, task: TaskInfo, *, reason: str, message: str, nominated_node: str = ""
+    ) -> None:
+        """Set PodScheduled=False with reason/message and emit FailedScheduling, on change.
+
+        A non-empty ``nominated_node`` (a preemptor pipelined where victims were evicted for
+        it) is written to the pod's ``status.nominatedNodeName``; an empty one leaves it as is.
+        """
 
     def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None: ...

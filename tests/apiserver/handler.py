@@ -290,5 +290,13 @@ class _Handler(BaseHTTPRequestHandler):
         wanted = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
         if wanted and wanted != pod["metadata"]["uid"]:
             raise HttpError(409, "Precondition failed: UID in precondition does not match")
-        self.double._delete(target.collection, key)
+        if self.double.graceful_evictions:
+            if not pod["metadata"].get("deletionTimestamp"):
+                terminating = copy.deepcopy(pod)
+                terminating["metadata"]["deletionTimestamp"] = time.strftime(
+                    "%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                terminating["metadata"]["deletionGracePeriodSeconds"] = 30
+                self.double._commit(target.collection, key, terminating, "MODIFIED")
+        else:
+            self.double._delete(target.collection, key)
         return 201, dict(SUCCESS, code=201)

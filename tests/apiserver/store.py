@@ -153,6 +153,9 @@ class ApiServerDouble:
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self.pdb_blocked: set[str] = set()
+        self.graceful_evictions = False
+        """When True an eviction only marks the pod terminating (``deletionTimestamp``), as a
+        pod with a grace period on a real cluster; :meth:`delete` then plays the kubelet."""
         self.max_watch_seconds = max_watch_seconds
         self.port = port
         self._drops = 0

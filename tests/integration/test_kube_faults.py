@@ -197,7 +197,8 @@ def test_run_writes_conditions_events_statuses_and_metrics(
                    'volcano_plugin_scheduling_latency_milliseconds_count{OnSession="OnSessionClose",plugin="proportion"}',
                    'volcano_schedule_attempts_total{result="scheduled"}',
                    'volcano_schedule_attempts_total{result="unschedulable"}',
-                   'volcano_unschedule_task_count{job_id="team/too-big"} 1.0',
+                   'volcano_unschedule_task_count{job_id="too-big"} 1.0',
+                   'volcano_unschedule_task_count{job_id="fits"} 0.0',
                    "volcano_unschedule_job_count 1.0",
                    'volcano_queue_weight{queue_name="default"} 1.0',
                    'volcano_queue_allocated_milli_cpu{queue_name="default"} 2000.0'):

@@ -3,6 +3,8 @@
 Timings come from the cycle's :class:`~scheduler.loop.CycleStats`; counts and queue gauges are
 read from the cache right after the session closed (before its writes are flushed), so tasks the
 cycle bound are still ``Binding`` and pending tasks carry the condition the cycle gave them.
+``unschedule_task_count`` / ``unschedule_job_count`` follow Volcano's gang plugin: per valid
+job, the tasks its gang still lacks (0 once ready), and how many jobs lack any.
 """
 
 from __future__ import annotations
@@ -53,9 +55,13 @@ def record_cycle(stats: Any, cache: Any) -> None:
             if task.node_name:
                 allocated.setdefault(queue, Resource()).add(task.resreq)
         queues = [(queue.name, queue.weight, queue.capability) for queue in cache.queues.values()]
+        unready: dict[str, int] = {}
+        for name, count in cache.unready.values():
+            # Volcano labels by PodGroup name alone; same-named jobs in two namespaces add up.
+            unready[name] = unready.get(name, 0) + count
     metrics.count_schedule_attempts("scheduled", scheduled)
     metrics.count_schedule_attempts("unschedulable", len(unschedulable))
-    metrics.set_unschedulable(dict(unschedulable))
+    metrics.set_unschedulable(unready)
     for name, weight, capability in queues:
         metrics.set_queue(name, weight=float(weight),
                           allocated=_resource_map(allocated.get(name, Resource())),

@@ -107,11 +107,16 @@ class KubeClusterWriter:
                              type="Normal", reason="Scheduled",
                              message=f"Successfully assigned {namespace}/{name} to {node}")
 
-    def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+    def evict(self, *, namespace: str, name: str, uid: str, reason: str, message: str,
+              preemptor: ObjectRef | None = None) -> None:
         """Mark the pod's conditions, then POST its Eviction; a pod already gone is done.
 
+        The order is kube-scheduler's (``PrepareCandidate``): the ``DisruptionTarget``
+        condition first, so the pod's owner can tell a preemption from a crash, then the
+        Eviction, which the API server refuses (429) while a PodDisruptionBudget forbids it.
         A ``Warning Evict`` event on the pod says why (``message``, Volcano's
-        ``Pod is evicted, because of <reason>``).
+        ``Pod is evicted, because of <reason>``), with the preemptor as its ``related`` object
+        when known.
         """
         now = rfc3339(self.clock())
         conditions = [
@@ -145,7 +150,8 @@ class KubeClusterWriter:
             raise
         self._record_quietly(ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
                              type="Warning", reason="Evict",
-                             message=message or f"Pod is evicted, because of {reason}")
+                             message=message or f"Pod is evicted, because of {reason}",
+                             related=preemptor)
 
     def update_pod_condition(self, *, namespace: str, name: str, condition: Mapping[str, Any],
                              nominated_node: str | None = None) -> None:
@@ -230,7 +236,8 @@ class KubeClusterWriter:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def record_event(self, *, involved: ObjectRef, type: str, reason: str, message: str) -> None:
+    def record_event(self, *, involved: ObjectRef, type: str, reason: str, message: str,
+                     related: ObjectRef | None = None) -> None:
         namespace = involved.namespace or "default"
         message = message[:EVENT_MESSAGE_LIMIT]
         key = (involved.kind, involved.namespace, involved.name, involved.uid, type, reason,
@@ -248,22 +255,18 @@ class KubeClusterWriter:
         if repeat is not None and self._bump_event(repeat, now):
             return
         name = f"{involved.name}.{time.time_ns():x}"
-        involved_object: dict[str, Any] = {"kind": involved.kind, "name": involved.name,
-                                           "apiVersion": involved.api_version}
-        if involved.namespace:
-            involved_object["namespace"] = involved.namespace
-        if involved.uid:
-            involved_object["uid"] = involved.uid
         stamp = rfc3339(now)
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": involved_object,
+            "involvedObject": _reference(involved),
             "reason": reason, "message": message, "type": type,
             "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
             "source": {"component": self.scheduler_name},
             "reportingComponent": self.scheduler_name, "reportingInstance": self.instance,
         }
+        if related is not None:
+            body["related"] = _reference(related)
         path = object_path(CORE, "events", namespace=namespace)
         self._call(f"record event {reason} on {involved.kind} {involved.name}",
                    lambda: self.client.request_json("POST", path, body=body))
@@ -285,10 +288,11 @@ class KubeClusterWriter:
         return True
 
     def _record_quietly(self, involved: ObjectRef, *, type: str, reason: str,
-                        message: str) -> None:
+                        message: str, related: ObjectRef | None = None) -> None:
         """An event that accompanies a write that already succeeded: failing it only logs."""
         try:
-            self.record_event(involved=involved, type=type, reason=reason, message=message)
+            self.record_event(involved=involved, type=type, reason=reason, message=message,
+                              related=related)
         except WriteError as error:
             _log.warning("cannot record event %s on %s/%s: %s", reason, involved.namespace,
                          involved.name, error)
@@ -318,6 +322,16 @@ class KubeClusterWriter:
             if status == 409 and error is WriteError:
                 error = ConflictError
             raise error(f"{what}: {_reason(failure)}", status=status) from failure
+
+
+def _reference(ref: ObjectRef) -> dict[str, Any]:
+    """An event's ``involvedObject`` / ``related`` (an ObjectReference)."""
+    out: dict[str, Any] = {"kind": ref.kind, "name": ref.name, "apiVersion": ref.api_version}
+    if ref.namespace:
+        out["namespace"] = ref.namespace
+    if ref.uid:
+        out["uid"] = ref.uid
+    return out
 
 
 def _reason(failure: BaseException) -> str:
