@@ -49,7 +49,6 @@ from scheduler.framework.queuetree import (
     QueueTreeError,
     build_flat_attrs,
     build_tree_attrs,
-    deduct_gated,
 )
 from scheduler.framework.session import Session
 
@@ -202,7 +201,7 @@ class Capacity(PluginBase[CapacityArgs]):
         minimum = job.podgroup.min_resources
         if attr is None or minimum is None:
             return
-        reserved = deduct_gated(job, minimum)
+        reserved = job.deduct_sched_gated(minimum.clone())
         for a in self._chain(attr):
             a.inqueue.add(reserved)
 

@@ -14,18 +14,15 @@ them.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
 
 from scheduler.api.job import JobInfo
-from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_RUNNING
 from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, Default, Resource
+from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, UNLIMITED, Default, Resource
 from scheduler.api.resource_dims import resource_names
-from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, QueueID, TaskStatus
 
 __all__ = [
@@ -36,7 +33,6 @@ __all__ = [
     "build_flat_attrs",
     "build_queue_tree",
     "build_tree_attrs",
-    "deduct_gated",
 ]
 
 log = structlog.get_logger("lahar.queuetree")
@@ -104,8 +100,6 @@ def build_queue_tree(queues: Mapping[QueueID, QueueInfo]) -> QueueTree:
 
 # -- capacity figures per queue -----------------------------------------------------------------
 
-_UNBOUNDED = sys.float_info.max
-"""cpu/memory of a capability left unset (Volcano's ``math.MaxFloat64``)."""
 _UNBOUNDED_SCALAR = float(2**63 - 1)
 
 
@@ -153,35 +147,6 @@ def _new_attr(uid: QueueID, queue: QueueInfo | None) -> QueueAttr:
     )
 
 
-_QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
-
-
-def _held_by_other_gate(task: TaskInfo) -> bool:
-    """Gated by something other than Volcano's queue-allocation gate alone (pods held only
-    by that gate still count towards their job's reservation, as in Volcano)."""
-    if not task.sched_gated:
-        return False
-    gates = (task.pod.get("spec") or {}).get("schedulingGates") or []
-    return not (len(gates) == 1 and (gates[0] or {}).get("name") == _QUEUE_ALLOCATION_GATE)
-
-
-def deduct_gated(job: JobInfo, resource: Resource) -> Resource:
-    """``resource`` less what the job's scheduling-gated pods ask for (they cannot start)."""
-    gated = Resource()
-    for task in job.tasks.values():
-        if _held_by_other_gate(task):
-            gated.add(task.resreq)
-    if gated.is_empty():
-        return resource
-    out = resource.clone()
-    out.milli_cpu = max(out.milli_cpu - gated.milli_cpu, 0.0)
-    out.memory = max(out.memory - gated.memory, 0.0)
-    for name, value in resource.scalars.items():
-        if name in gated.scalars:
-            out.scalars[name] = max(value - gated.scalars[name], 0.0)
-    return out
-
-
 @dataclass(slots=True)
 class _JobUsage:
     allocated: Resource = field(default_factory=Resource)
@@ -204,16 +169,10 @@ def _usage_of(job: JobInfo) -> _JobUsage:
             usage.request.add(task.resreq)
         elif task.status is TaskStatus.PENDING:
             usage.request.add(task.resreq)
-    minimum = job.podgroup.min_resources
-    phase = job.podgroup.phase
     # An admitted job holds the part of its minResources not yet allocated; a running one
     # only while its gang is placed (a finished driver must not re-reserve its executors).
-    if minimum is not None and (
-        phase == PHASE_INQUEUE
-        or (phase == PHASE_RUNNING and job.count(ALLOCATED_STATUS) >= job.podgroup.min_member)
-    ):
-        usage.inqueue = deduct_gated(job, minimum.exceeded_part(job.allocated))
-    usage.elastic = job.allocated.exceeded_part(minimum or Resource())
+    usage.inqueue = job.inqueue_demand() or Resource()
+    usage.elastic = job.elastic_resources()
     return usage
 
 
@@ -234,15 +193,11 @@ def build_flat_attrs(queues: Mapping[QueueID, QueueInfo], jobs: Iterable[JobInfo
             if queue is None:
                 continue
             attr = attrs[job.queue] = _new_attr(job.queue, queue)
-            real = total.exceeded_part(guarantees).add(attr.guarantee)
-            if queue.capability is not None:
-                # unset (or zero) cpu and memory in a capability mean "no limit"
-                if attr.capability.milli_cpu <= 0:
-                    attr.capability.milli_cpu = _UNBOUNDED
-                if attr.capability.memory <= 0:
-                    attr.capability.memory = _UNBOUNDED
-                real.min_dimension(attr.capability, Default.INFINITY)
-            attr.real_capability = real
+            limit = queue.capability_limit()
+            if limit is not None:
+                attr.capability = limit
+            attr.real_capability = queue.real_capability(total=total,
+                                                         total_guarantee=guarantees)
         _usage_of(job).add_to(attr)
     for attr in attrs.values():
         attr.deserved.min_dimension(attr.real_capability, Default.INFINITY)
@@ -274,7 +229,7 @@ def build_tree_attrs(queues: Mapping[QueueID, QueueInfo], jobs: Iterable[JobInfo
     root = attrs[ROOT_QUEUE]
     if root.capability.is_empty():
         # Jobs may ask for more than the cluster has now; only queues users make bound them.
-        root.capability = Resource(_UNBOUNDED, _UNBOUNDED,
+        root.capability = Resource(UNLIMITED, UNLIMITED,
                                    {name: _UNBOUNDED_SCALAR for name in total.scalars})
     root.real_capability = root.capability.clone()
     for uid in tree.top_down():
