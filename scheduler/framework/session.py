@@ -29,6 +29,7 @@ from scheduler.framework import hooks as h
 from scheduler.framework.interface import SessionSink
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.victims import combine_evictable, victim_order, victim_tasks
 
 __all__ = ["AllocateError", "NodeSampling", "PluginEntry", "Session", "default_task_order"]
 
@@ -233,6 +234,23 @@ class Session:
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(p.allocatable(queue, task) for tier in self.hooks(h.Allocatable) for p in tier)
 
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """AND: may ``queue`` reclaim from other queues for ``task``."""
+        return all(p.preemptive(queue, task) for tier in self.hooks(h.Preemptive) for p in tier)
+
+    # -- eviction (combination rules in scheduler.framework.victims) ----------------------
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return combine_evictable(self, h.Preemptable, "preemptable", preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return combine_evictable(self, h.Reclaimable, "reclaimable", reclaimer, candidates)
+
+    def victim_order(self, preemptor: TaskInfo) -> Callable[[TaskInfo, TaskInfo], int]:
+        return victim_order(self, preemptor)
+
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        return victim_tasks(self, tasks)
+
     # -- node filtering and scoring -------------------------------------------------------
     def pre_predicate(self, task: TaskInfo) -> Status | None:
         for tier in self.hooks(h.PrePredicate):
@@ -247,6 +265,17 @@ class Session:
         mask = np.ones(len(self.table), dtype=bool)
         for plugin in self._predicates:
             mask &= plugin.predicate_mask(task, self.table)
+        return mask
+
+    def preempt_mask(self, task: TaskInfo) -> h.BoolArray:
+        """Nodes no predicate rules out for good (``PredicateForPreemptAction``): a failure
+        evicting pods could cure, such as a full pod count, does not exclude a node."""
+        mask = np.ones(len(self.table), dtype=bool)
+        for plugin in self._predicates:
+            if isinstance(plugin, h.PreemptPredicate):
+                mask &= plugin.preempt_mask(task, self.table)
+            else:
+                mask &= plugin.predicate_mask(task, self.table)
         return mask
 
     def predicate_reasons(

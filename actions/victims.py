@@ -1,0 +1,189 @@
+"""What preempt and reclaim share: candidate nodes, the victim bound and per-node eviction.
+
+Candidate nodes follow Volcano's ``PredicateNodes`` with ``PredicateForPreemptAction``: every
+node that no predicate rules out for good (a lack of resources does not), sampled from the
+session's rotating start like allocate, then ordered by the summed plugin scores.
+
+To avoid a Python pass over the tasks of nodes that cannot work out, :class:`EvictableIndex`
+keeps, per queue, a column block with the summed requests of the tasks a preemptor could at
+most evict on each node. ``future idle + evictable`` is an upper bound of what evictions can
+free there, so nodes below the request are dropped with one vector comparison — they would
+fail Volcano's ``ValidateVictims`` anyway. The bound is kept exact across evictions and their
+undoing, so it never hides a node that could work.
+
+:func:`evict_on_node` is the per-node step of both actions: victims from the plugins, the
+``ValidateVictims`` check, then evictions lowest first (``BuildVictimsPriorityQueue`` order)
+in a statement of the node's own that is merged into the job's statement only once the
+preemptor is pipelined there.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.api.node import NodeInfo
+from scheduler.api.resource import Default
+from scheduler.api.status import Code
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import QueueID, TaskStatus
+from scheduler.framework.hooks import FloatArray, IntArray
+from scheduler.framework.select import sampling_target
+from scheduler.framework.session import Session
+from scheduler.framework.statement import Statement
+
+__all__ = [
+    "EvictableIndex",
+    "candidate_rows",
+    "evict_on_node",
+    "fits_resources",
+    "predicate_passes",
+    "preemption_never",
+    "sorted_victims",
+    "unresolvable_exact",
+    "victims_suffice",
+]
+
+TaskFilter = Callable[[TaskInfo], bool]
+FitCheck = Callable[[NodeInfo], bool]
+
+
+@dataclass(slots=True)
+class EvictableIndex:
+    """Per queue, per node, the summed requests of tasks in ``statuses`` that may be evicted."""
+
+    session: Session
+    statuses: TaskStatus
+    by_queue: dict[QueueID, FloatArray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        table = self.session.table
+        shape = (len(table), len(table.dims))
+        for job in self.session.jobs.values():
+            if job.queue not in self.session.queues:
+                continue
+            for task in job.tasks.values():
+                if not (task.status & self.statuses) or not task.preemptable:
+                    continue
+                node = self.session.nodes.get(task.node_name)
+                if node is None:
+                    continue
+                block = self.by_queue.get(job.queue)
+                if block is None:
+                    block = self.by_queue[job.queue] = np.zeros(shape)
+                block[node.index] += table.vector(task.resreq)
+
+    def total(self, queues: Iterable[QueueID]) -> FloatArray | None:
+        blocks = [self.by_queue[q] for q in queues if q in self.by_queue]
+        if not blocks:
+            return None
+        return blocks[0] if len(blocks) == 1 else np.sum(blocks, axis=0)
+
+    def evicted(self, tasks: Iterable[TaskInfo], sign: float = -1.0) -> None:
+        """Keep the bound exact: ``sign`` -1 after evictions, +1 when they are undone."""
+        for task in tasks:
+            job = self.session.jobs.get(task.job)
+            node = self.session.nodes.get(task.node_name)
+            if job is None or node is None or job.queue not in self.by_queue:
+                continue
+            self.by_queue[job.queue][node.index] += sign * self.session.table.vector(task.resreq)
+
+
+def preemption_never(task: TaskInfo) -> bool:
+    return (task.pod.get("spec") or {}).get("preemptionPolicy") == "Never"
+
+
+def candidate_rows(
+    session: Session, task: TaskInfo, evictable: FloatArray | None, *, scored: bool = True
+) -> IntArray:
+    """Rows worth trying for ``task``: best score first when ``scored`` (preempt), else in
+    sampling order (reclaim does not score); empty when none."""
+    table = session.table
+    total = len(table)
+    mask = session.preempt_mask(task)
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return rows
+    start = session.cursor % max(total, 1)
+    rows = np.concatenate((rows[rows >= start], rows[rows < start]))
+    target = sampling_target(total, session.sampling)
+    if len(rows) > target:
+        rows = rows[:target]
+    if len(rows) < total:
+        session.cursor = int(rows[-1]) + 1
+    cols, values, _ = table.request_dims(task.init_resreq)
+    if len(cols):
+        if (cols < 0).any():
+            return np.empty(0, dtype=np.intp)
+        room = table.future_idle[np.ix_(rows, cols)]
+        if evictable is not None:
+            room = room + evictable[np.ix_(rows, cols)]
+        rows = rows[np.all(values - room < 0.1, axis=1)]
+    if scored and len(rows) > 1:
+        scores = session.score(task, rows)
+        rows = rows[np.argsort(-scores, kind="stable")]
+    return rows
+
+
+def predicate_passes(session: Session, task: TaskInfo, node: NodeInfo) -> bool:
+    """``ssn.PredicateFn`` for one node: every plugin predicate, vector and exact."""
+    if not session.predicate_mask(task)[node.index]:
+        return False
+    return not session.wants_exact(task) or session.exact_check(task, node) is None
+
+
+def unresolvable_exact(session: Session, task: TaskInfo, node: NodeInfo) -> bool:
+    """An exact (per-node) predicate rules the node out whatever is evicted."""
+    if not session.wants_exact(task):
+        return False
+    status = session.exact_check(task, node)
+    return status is not None and status.code not in (Code.SUCCESS, Code.UNSCHEDULABLE)
+
+
+def victims_suffice(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bool:
+    """Volcano's ``ValidateVictims``: future idle plus the victims hold the request."""
+    room = node.future_idle
+    for victim in victims:
+        room.add(victim.resreq)
+    return task.init_resreq.less_equal(room, Default.ZERO)
+
+
+def sorted_victims(session: Session, task: TaskInfo, victims: list[TaskInfo]) -> list[TaskInfo]:
+    """Victims in eviction order, lowest first."""
+    return sorted(victims, key=functools.cmp_to_key(session.victim_order(task)))
+
+
+def evict_on_node(
+    session: Session,
+    *,
+    task: TaskInfo,
+    node: NodeInfo,
+    victims: list[TaskInfo],
+    fits: FitCheck,
+    reason: str,
+) -> Statement | None:
+    """Evict ``victims`` (in order) until ``fits(node)``, then pipeline ``task`` there.
+
+    Returns the node's statement (to merge) on success; otherwise nothing is left applied.
+    """
+    statement = Statement(session)
+    fitted = fits(node)
+    for victim in victims:
+        if fitted:
+            break
+        statement.evict(victim, reason)
+        fitted = fits(node)
+    if fitted and statement.pipeline(task, node, eviction_occurred=statement.has_evictions) is None:
+        return statement
+    statement.discard()
+    return None
+
+
+def fits_resources(task: TaskInfo) -> FitCheck:
+    def check(node: NodeInfo) -> bool:
+        return task.init_resreq.less_equal(node.future_idle, Default.ZERO)
+
+    return check
