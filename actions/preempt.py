@@ -32,6 +32,7 @@ from actions.victims import (
     evict_on_node,
     predicate_passes,
     preemption_never,
+    priority_decides,
     sorted_victims,
     unresolvable_exact,
     victims_suffice,
@@ -92,6 +93,7 @@ class _Run:
         self.session = session
         self.args = args
         self.index = EvictableIndex(session, PREEMPTABLE_STATUS)
+        self.by_priority = priority_decides(session)
         self.topology = TopologyChooser(session, args) if args.topology_aware else None
 
     def execute(self) -> None:
@@ -136,7 +138,7 @@ class _Run:
                     and task.job != preemptor.job
                 )
 
-            self._preempt(statement, preemptor, job, other_jobs)
+            self._preempt(statement, preemptor, job, other_jobs, other_jobs_only=True)
         if session.job_pipelined(job):
             statement.commit()
         else:
@@ -162,7 +164,13 @@ class _Run:
 
     # -- one preemptor --------------------------------------------------------------------
     def _preempt(
-        self, statement: Statement, preemptor: TaskInfo, job: JobInfo, victim_filter: TaskFilter
+        self,
+        statement: Statement,
+        preemptor: TaskInfo,
+        job: JobInfo,
+        victim_filter: TaskFilter,
+        *,
+        other_jobs_only: bool = False,
     ) -> bool:
         session = self.session
         if not self._eligible(preemptor):
@@ -170,16 +178,20 @@ class _Run:
         if session.pre_predicate(preemptor) is not None:
             return False
         queue = session.queues[job.queue]
-        rows = candidate_rows(session, preemptor, self.index.total([job.queue]))
-        nodes = [session.table.nodes[int(row)] for row in rows]
+        below = job.priority if other_jobs_only and self.by_priority else None
+        bound = self.index.total([job.queue], below_priority=below)
+        rows = candidate_rows(session, preemptor, bound)
+        table_nodes = session.table.nodes
         if self.topology is not None:
             placed = self.topology.preempt(
-                statement, preemptor=preemptor, queue=queue, nodes=nodes,
+                statement, preemptor=preemptor, queue=queue,
+                nodes=[table_nodes[int(row)] for row in rows],
                 victim_filter=victim_filter, reason=REASON)
             if placed is not None:
                 self.index.evicted(placed)
             return placed is not None
-        for node in nodes:
+        for row in rows.tolist():
+            node = table_nodes[row]
             if unresolvable_exact(session, preemptor, node):
                 continue
             candidates = [t for t in node.tasks.values() if victim_filter(t)]
@@ -229,8 +241,11 @@ def _pending(job: JobInfo) -> list[TaskInfo]:
             if not t.sched_gated]
 
 
+_VICTIM_STATUSES = frozenset((TaskStatus.BOUND, TaskStatus.RUNNING))
+
+
 def _evictable(task: TaskInfo, preemptor: TaskInfo) -> bool:
-    if not task.status & PREEMPTABLE_STATUS or not task.preemptable:
+    if task.status not in _VICTIM_STATUSES or not task.preemptable:
         return False
     return not preemptor.best_effort or task.best_effort
 

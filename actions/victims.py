@@ -5,11 +5,12 @@ node that no predicate rules out for good (a lack of resources does not), sample
 session's rotating start like allocate, then ordered by the summed plugin scores.
 
 To avoid a Python pass over the tasks of nodes that cannot work out, :class:`EvictableIndex`
-keeps, per queue, a column block with the summed requests of the tasks a preemptor could at
-most evict on each node. ``future idle + evictable`` is an upper bound of what evictions can
-free there, so nodes below the request are dropped with one vector comparison — they would
-fail Volcano's ``ValidateVictims`` anyway. The bound is kept exact across evictions and their
-undoing, so it never hides a node that could work.
+keeps, per queue and job priority, a column block with the summed requests of the tasks a
+preemptor could at most evict on each node. ``future idle + evictable`` is an upper bound of
+what evictions can free there, so nodes below the request are dropped with one vector
+comparison — they would fail Volcano's ``ValidateVictims`` anyway. When the ``priority``
+plugin takes part in every tier that names victims, only lower-priority jobs count. The bound
+is kept exact across evictions and their undoing, so it never hides a node that could work.
 
 :func:`evict_on_node` is the per-node step of both actions: victims from the plugins, the
 ``ValidateVictims`` check, then evictions lowest first (``BuildVictimsPriorityQueue`` order)
@@ -30,6 +31,7 @@ from scheduler.api.resource import Default
 from scheduler.api.status import Code
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, TaskStatus
+from scheduler.framework import hooks as h
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.select import sampling_target
 from scheduler.framework.session import Session
@@ -42,6 +44,7 @@ __all__ = [
     "fits_resources",
     "predicate_passes",
     "preemption_never",
+    "priority_decides",
     "sorted_victims",
     "unresolvable_exact",
     "victims_suffice",
@@ -53,31 +56,47 @@ FitCheck = Callable[[NodeInfo], bool]
 
 @dataclass(slots=True)
 class EvictableIndex:
-    """Per queue, per node, the summed requests of tasks in ``statuses`` that may be evicted."""
+    """Per queue and job priority, per node, the summed requests of the tasks in ``statuses``
+    that may be evicted at all (preemptable flag set)."""
 
     session: Session
     statuses: TaskStatus
-    by_queue: dict[QueueID, FloatArray] = field(default_factory=dict)
+    blocks: dict[tuple[QueueID, int], FloatArray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         table = self.session.table
         shape = (len(table), len(table.dims))
+        statuses = self.statuses
+        vectors: dict[tuple[object, ...], FloatArray] = {}  # pods of one template ask alike
         for job in self.session.jobs.values():
             if job.queue not in self.session.queues:
                 continue
+            key = (job.queue, job.priority)
             for task in job.tasks.values():
-                if not (task.status & self.statuses) or not task.preemptable:
+                if not (task.status & statuses) or not task.preemptable:
                     continue
                 node = self.session.nodes.get(task.node_name)
                 if node is None:
                     continue
-                block = self.by_queue.get(job.queue)
+                block = self.blocks.get(key)
                 if block is None:
-                    block = self.by_queue[job.queue] = np.zeros(shape)
-                block[node.index] += table.vector(task.resreq)
+                    block = self.blocks[key] = np.zeros(shape)
+                request = task.resreq
+                signature = (request.milli_cpu, request.memory, *request.scalars.items())
+                vector = vectors.get(signature)
+                if vector is None:
+                    vector = vectors[signature] = table.vector(request)
+                block[node.index] += vector
 
-    def total(self, queues: Iterable[QueueID]) -> FloatArray | None:
-        blocks = [self.by_queue[q] for q in queues if q in self.by_queue]
+    def total(
+        self, queues: Iterable[QueueID], *, below_priority: int | None = None
+    ) -> FloatArray | None:
+        """Summed over ``queues`` and, when given, job priorities below ``below_priority``."""
+        wanted = set(queues)
+        blocks = [
+            block for (queue, priority), block in self.blocks.items()
+            if queue in wanted and (below_priority is None or priority < below_priority)
+        ]
         if not blocks:
             return None
         return blocks[0] if len(blocks) == 1 else np.sum(blocks, axis=0)
@@ -87,9 +106,20 @@ class EvictableIndex:
         for task in tasks:
             job = self.session.jobs.get(task.job)
             node = self.session.nodes.get(task.node_name)
-            if job is None or node is None or job.queue not in self.by_queue:
+            block = self.blocks.get((job.queue, job.priority)) if job is not None else None
+            if block is None or node is None:
                 continue
-            self.by_queue[job.queue][node.index] += sign * self.session.table.vector(task.resreq)
+            block[node.index] += sign * self.session.table.vector(task.resreq)
+
+
+def priority_decides(session: Session) -> bool:
+    """Whether every tier that answers Preemptable includes the ``priority`` plugin: then
+    victims of another job always have a lower job priority than the preemptor's (the tier's
+    answer is an intersection), and the bound may leave the others out."""
+    tiers = [tier for tier in session.hooks(h.Preemptable) if tier]
+    return bool(tiers) and all(
+        any(getattr(plugin, "NAME", "") == "priority" for plugin in tier) for tier in tiers
+    )
 
 
 def preemption_never(task: TaskInfo) -> bool:
