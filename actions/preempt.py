@@ -16,16 +16,23 @@ best-effort preemptor only evicts best-effort tasks. Per node: the plugins name 
 (``Preemptable``), the node must hold the request with them gone, victims leave lowest first
 until the queue is allocatable, the request fits future idle and the predicates pass; then the
 preemptor is pipelined there. With ``enableTopologyAwarePreemption`` the node is chosen by a
-kube-scheduler style dry run instead (:mod:`actions.preempt_topology`).
+kube-scheduler style dry run instead (:mod:`scheduler.framework.dryrun`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actions.action_args import action_args
-from actions.preempt_topology import TopologyChooser
-from actions.victims import (
+from scheduler.api.job import JobInfo
+from scheduler.api.node import NodeInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.resource import Default
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import PREEMPTABLE_STATUS, QueueID, TaskStatus
+from scheduler.framework.action_args import action_args
+from scheduler.framework.arguments import arg
+from scheduler.framework.dryrun import TopologyChooser
+from scheduler.framework.eviction import (
     EvictableIndex,
     TaskFilter,
     candidate_rows,
@@ -37,13 +44,6 @@ from actions.victims import (
     unresolvable_exact,
     victims_suffice,
 )
-from scheduler.api.job import JobInfo
-from scheduler.api.node import NodeInfo
-from scheduler.api.queue import QueueInfo
-from scheduler.api.resource import Default
-from scheduler.api.task import TaskInfo
-from scheduler.api.types import PREEMPTABLE_STATUS, QueueID, TaskStatus
-from scheduler.framework.arguments import arg
 from scheduler.framework.heap import PriorityQueue
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
@@ -94,7 +94,16 @@ class _Run:
         self.args = args
         self.index = EvictableIndex(session, PREEMPTABLE_STATUS)
         self.by_priority = priority_decides(session)
-        self.topology = TopologyChooser(session, args) if args.topology_aware else None
+        self.topology = (
+            TopologyChooser(
+                session,
+                min_percentage=args.min_candidate_percentage,
+                min_absolute=args.min_candidate_absolute,
+                max_absolute=args.max_candidate_absolute,
+            )
+            if args.topology_aware
+            else None
+        )
 
     def execute(self) -> None:
         session = self.session

@@ -15,8 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actions.action_args import action_args
-from actions.victims import (
+from scheduler.api.job import JobInfo
+from scheduler.api.queue import QueueInfo
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import QueueID, TaskStatus
+from scheduler.framework.action_args import action_args
+from scheduler.framework.arguments import arg
+from scheduler.framework.eviction import (
     EvictableIndex,
     candidate_rows,
     evict_on_node,
@@ -25,11 +30,6 @@ from actions.victims import (
     sorted_victims,
     victims_suffice,
 )
-from scheduler.api.job import JobInfo
-from scheduler.api.queue import QueueInfo
-from scheduler.api.task import TaskInfo
-from scheduler.api.types import QueueID, TaskStatus
-from scheduler.framework.arguments import arg
 from scheduler.framework.heap import PriorityQueue
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement

@@ -115,6 +115,8 @@ class Session:
         self.invalid_jobs: dict[JobID, tuple[str, str]] = {}
         self.plugin_seconds: dict[tuple[str, str], float] = {}
         """``(plugin name, "OnSessionOpen"|"OnSessionClose")`` → seconds spent there."""
+        self.allocation_version = 0
+        """Bumped on every in-session placement or eviction (a cache key for derived state)."""
         self.podgroup_status_before = {uid: job.podgroup.clone() for uid, job in self.jobs.items()}
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._job_order = self._flat(h.JobOrder, "job_order")
@@ -312,6 +314,7 @@ class Session:
     def place(self, task: TaskInfo, node: NodeInfo, status: TaskStatus) -> None:
         """Put a Pending task on ``node`` as Allocated or Pipelined; handlers may veto."""
         job = self.jobs[task.job]
+        self.allocation_version += 1
         job.update_task_status(task, status)
         task.node_name = node.name
         task.last_node = node.name
@@ -326,6 +329,7 @@ class Session:
 
     def unplace(self, task: TaskInfo, *, notify: bool = True) -> None:
         """Undo :meth:`place`: back to Pending, off the node."""
+        self.allocation_version += 1
         node = self.nodes.get(task.node_name)
         if node is not None:
             node.remove_task(task)
@@ -338,6 +342,7 @@ class Session:
 
     def mark_releasing(self, task: TaskInfo, releasing: bool) -> None:
         """Evict (``True``) or un-evict a running task in session state."""
+        self.allocation_version += 1
         node = self.nodes[task.node_name]
         node.remove_task(task)
         self.jobs[task.job].update_task_status(

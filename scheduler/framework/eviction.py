@@ -1,4 +1,4 @@
-"""What preempt and reclaim share: candidate nodes, the victim bound and per-node eviction.
+"""What the preempt and reclaim actions share: candidate nodes, the victim bound, eviction.
 
 Candidate nodes follow Volcano's ``PredicateNodes`` with ``PredicateForPreemptAction``: every
 node that no predicate rules out for good (a lack of resources does not), sampled from the

@@ -1,4 +1,4 @@
-"""Topology-aware preemption: choose the node by a dry run, as kube-scheduler does.
+"""Topology-aware preemption: the preempt action chooses its node by a dry run.
 
 Volcano's ``enableTopologyAwarePreemption`` (``preempt.go``: ``DryRunPreemption``,
 ``SelectVictimsOnNode``, ``SelectCandidate``/``pickOneNodeForPreemption``). From a random
@@ -19,18 +19,19 @@ not (``docs/preemption.md``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from actions.victims import TaskFilter, predicate_passes, sorted_victims, victims_suffice
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Default
 from scheduler.api.task import TaskInfo, parse_time
+from scheduler.framework.eviction import (
+    TaskFilter,
+    predicate_passes,
+    sorted_victims,
+    victims_suffice,
+)
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
-
-if TYPE_CHECKING:
-    from actions.preempt import PreemptArgs
 
 __all__ = ["TopologyChooser", "pick_candidate"]
 
@@ -79,14 +80,18 @@ def pick_candidate(candidates: list[Candidate], *, now: float) -> Candidate:
 
 
 class TopologyChooser:
-    def __init__(self, session: Session, args: PreemptArgs) -> None:
+    def __init__(
+        self, session: Session, *, min_percentage: int, min_absolute: int, max_absolute: int
+    ) -> None:
         self.session = session
-        self.args = args
+        self.min_percentage = min_percentage
+        self.min_absolute = min_absolute
+        self.max_absolute = max_absolute
 
     def _wanted(self, nodes: int) -> int:
-        wanted = nodes * self.args.min_candidate_percentage // 100
-        wanted = max(wanted, self.args.min_candidate_absolute)
-        return min(wanted, self.args.max_candidate_absolute, nodes)
+        """``calculateNumCandidates``."""
+        wanted = max(nodes * self.min_percentage // 100, self.min_absolute)
+        return min(wanted, self.max_absolute, nodes)
 
     def preempt(
         self,
