@@ -65,28 +65,32 @@ class EvictableIndex:
 
     def __post_init__(self) -> None:
         table = self.session.table
-        shape = (len(table), len(table.dims))
-        statuses = self.statuses
+        nodes = self.session.nodes
+        statuses = {status for status in TaskStatus if status & self.statuses}
         vectors: dict[tuple[object, ...], FloatArray] = {}  # pods of one template ask alike
+        rows: dict[tuple[QueueID, int], tuple[list[int], list[FloatArray]]] = {}
         for job in self.session.jobs.values():
             if job.queue not in self.session.queues:
                 continue
             key = (job.queue, job.priority)
-            for task in job.tasks.values():
-                if not (task.status & statuses) or not task.preemptable:
-                    continue
-                node = self.session.nodes.get(task.node_name)
-                if node is None:
-                    continue
-                block = self.blocks.get(key)
-                if block is None:
-                    block = self.blocks[key] = np.zeros(shape)
-                request = task.resreq
-                signature = (request.milli_cpu, request.memory, *request.scalars.items())
-                vector = vectors.get(signature)
-                if vector is None:
-                    vector = vectors[signature] = table.vector(request)
-                block[node.index] += vector
+            for status in statuses:
+                for task in job.task_status_index.get(status, {}).values():
+                    node = nodes.get(task.node_name)
+                    if node is None or not task.preemptable:
+                        continue
+                    request = task.resreq
+                    signature = (request.milli_cpu, request.memory, *request.scalars.items())
+                    vector = vectors.get(signature)
+                    if vector is None:
+                        vector = vectors[signature] = table.vector(request)
+                    indices, values = rows.setdefault(key, ([], []))
+                    indices.append(node.index)
+                    values.append(vector)
+        shape = (len(table), len(table.dims))
+        for key, (indices, values) in rows.items():
+            block = np.zeros(shape)
+            np.add.at(block, np.array(indices, dtype=np.intp), np.array(values))
+            self.blocks[key] = block
 
     def total(
         self, queues: Iterable[QueueID], *, below_priority: int | None = None

@@ -201,8 +201,9 @@ class PreemptPredicate(Protocol):
 
     Volcano's ``PredicateForPreemptAction`` drops a node only for UnschedulableAndUnresolvable
     (or Error/Skip/Wait) statuses; a plain Unschedulable one (too many pods, a host port in
-    use) may go away once victims leave. A :class:`Predicate` without this method is taken
-    as unresolvable on every node it rejects.
+    use) may go away once victims leave. For a :class:`Predicate` without this method the
+    session reads its reasons instead (``CURABLE_BY_EVICTION`` in
+    :mod:`scheduler.framework.victims`).
     """
 
     def preempt_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:

@@ -29,9 +29,21 @@ from scheduler.framework import hooks as h
 from scheduler.framework.interface import SessionSink
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.snapshot import Snapshot
-from scheduler.framework.victims import combine_evictable, victim_order, victim_tasks
+from scheduler.framework.victims import (
+    combine_evictable,
+    preempt_mask,
+    victim_order,
+    victim_tasks,
+)
 
-__all__ = ["AllocateError", "NodeSampling", "PluginEntry", "Session", "default_task_order"]
+__all__ = [
+    "AllocateError",
+    "NodeSampling",
+    "PluginEntry",
+    "Session",
+    "default_task_order",
+]
+
 
 log = structlog.get_logger("lahar.session")
 
@@ -270,15 +282,8 @@ class Session:
         return mask
 
     def preempt_mask(self, task: TaskInfo) -> h.BoolArray:
-        """Nodes no predicate rules out for good (``PredicateForPreemptAction``): a failure
-        evicting pods could cure, such as a full pod count, does not exclude a node."""
-        mask = np.ones(len(self.table), dtype=bool)
-        for plugin in self._predicates:
-            if isinstance(plugin, h.PreemptPredicate):
-                mask &= plugin.preempt_mask(task, self.table)
-            else:
-                mask &= plugin.predicate_mask(task, self.table)
-        return mask
+        """Nodes no predicate rules out for good (``PredicateForPreemptAction``)."""
+        return preempt_mask(self, task, self._predicates)
 
     def predicate_reasons(
         self, task: TaskInfo, alive: h.BoolArray

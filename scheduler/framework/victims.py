@@ -1,4 +1,5 @@
-"""How the session combines the eviction hooks, and the order victims leave in.
+"""How the session combines the eviction hooks, the order victims leave in, and which
+predicate failures eviction can cure.
 
 Preempt and reclaim ask the plugins which of a node's candidate tasks may be evicted
 (``Preemptable`` / ``Reclaimable``), and evict them lowest-value first. The combination rule is
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import Vote
 from scheduler.framework import hooks as h
@@ -25,7 +28,23 @@ from scheduler.framework import hooks as h
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-__all__ = ["combine_evictable", "victim_order", "victim_tasks"]
+__all__ = [
+    "CURABLE_BY_EVICTION",
+    "combine_evictable",
+    "preempt_mask",
+    "victim_order",
+    "victim_tasks",
+]
+
+CURABLE_BY_EVICTION = frozenset({
+    "node(s) pod number exceeded",
+    "node(s) didn't have free ports for the requested pod ports",
+    "node(s) didn't match pod anti-affinity rules",
+    "node(s) didn't satisfy existing pods anti-affinity rules",
+    "node(s) didn't match pod topology spread constraints",
+})
+"""Predicate reasons whose status is Unschedulable, not UnschedulableAndUnresolvable, in
+kube-scheduler and Volcano: removing pods from the node can make it pass."""
 
 
 def combine_evictable(
@@ -120,3 +139,25 @@ def victim_tasks(session: Session, tasks: list[TaskInfo]) -> list[TaskInfo]:
         if chosen:
             return list(chosen.values())
     return []
+
+
+def preempt_mask(session: Session, task: TaskInfo, predicates: list[Any]) -> h.BoolArray:
+    """Volcano's ``PredicateForPreemptAction`` over the node table: a node is dropped only for
+    a failure evicting pods cannot cure (not for a full pod count, say, nor for resources)."""
+    table = session.table
+    mask = np.ones(len(table), dtype=bool)
+    for plugin in predicates:
+        if isinstance(plugin, h.PreemptPredicate):
+            mask &= plugin.preempt_mask(task, table)
+            continue
+        passed = plugin.predicate_mask(task, table)
+        failed = ~passed
+        if failed.any():
+            # Without its own answer, a plugin's kube-scheduler reasons tell: a node whose
+            # first failure is curable stays a candidate. Should a later check fail there too,
+            # the full predicate run before any eviction is kept still rejects the node.
+            for nodes, reason in plugin.predicate_reasons(task, table, failed):
+                if reason in CURABLE_BY_EVICTION:
+                    passed = passed | (nodes & failed)
+        mask &= passed
+    return mask

@@ -15,6 +15,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from actions.shuffle import Shuffle
@@ -79,8 +80,10 @@ def _job(name: str, queue: str, *, priority: int = 0) -> JobInfo:
 
 
 def _session(tiers: list[list[Any]], *, flags: dict[str, bool] | None = None,
-             sink: Sink | None = None) -> tuple[Session, dict[str, TaskInfo]]:
+             sink: Sink | None = None, spare_nodes: int = 0
+             ) -> tuple[Session, dict[str, TaskInfo]]:
     node = node_from_object(make_node("n1", cpu="8"))
+    spares = [node_from_object(make_node(f"spare{i}")) for i in range(spare_nodes)]
     queues = {QueueID(q): QueueInfo(uid=QueueID(q), name=q, creation=float(i))
               for i, q in enumerate(("qa", "qb", "qc"))}
     jobs = {}
@@ -104,7 +107,7 @@ def _session(tiers: list[list[Any]], *, flags: dict[str, bool] | None = None,
     tasks["h-1-0"] = preemptor
     all_flags = {key: True for key in PLUGIN_FLAGS} | (flags or {})
     session = Session(
-        Snapshot(nodes=[node], jobs=jobs, queues=queues),
+        Snapshot(nodes=[node, *spares], jobs=jobs, queues=queues),
         tiers=[[PluginEntry(p, all_flags, t) for p in tier] for t, tier in enumerate(tiers)],
         sink=sink or Sink(), clock=lambda: 0.0, rng=random.Random(0))
     return session, tasks
@@ -258,3 +261,25 @@ def test_shuffle_evicts_what_victim_tasks_names() -> None:
     Shuffle().execute(session)
     assert sorted(sink.evicted) == [("m-1-0", "shuffle"), ("o-1-0", "shuffle")]
     assert tasks["m-1-0"].status is TaskStatus.RELEASING
+
+
+class TwoReasons:
+    """A vector predicate rejecting every node, the first for a curable reason."""
+
+    NAME = "two-reasons"
+
+    def predicate_mask(self, task: TaskInfo, table: Any) -> Any:
+        return np.zeros(len(table), dtype=bool)
+
+    def predicate_reasons(self, task: TaskInfo, table: Any, alive: Any) -> list[Any]:
+        first = np.zeros(len(table), dtype=bool)
+        first[0] = True
+        return [(first & alive, "node(s) didn't satisfy existing pods anti-affinity rules"),
+                (~first & alive, "node(s) didn't match Pod's node affinity/selector")]
+
+
+def test_preempt_mask_keeps_nodes_that_fail_only_for_curable_reasons() -> None:
+    """``PredicateForPreemptAction``: only UnschedulableAndUnresolvable failures drop a node."""
+    session, tasks = _session([[TwoReasons()]], spare_nodes=1)
+    assert session.preempt_mask(tasks["h-1-0"]).tolist() == [True, False]
+    assert session.predicate_mask(tasks["h-1-0"]).tolist() == [False, False]
