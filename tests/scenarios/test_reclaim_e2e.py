@@ -221,3 +221,52 @@ def test_capacity_case11_multi_reclaimed_queue() -> None:
     run = simulate(objs, conf=conf)
     assert running(run, "reclaim-j3") == 1
     assert sum(running(run, f"reclaim-j{i}") for i in (4, 5, 6)) == 3
+
+
+def test_capacity_case12_hierarchical_queues() -> None:
+    """capacity with ``enableHierarchy``: q11 and q12 under q1, q1 and q2 under root, four
+    2-cpu nodes; the jobs coming to q12 and q11 all run."""
+    conf = _capacity_conf().replace(
+        "  - name: capacity\n", "  - name: capacity\n    enableHierarchy: true\n")
+    queues_: list[dict] = []
+    for name, cpu, parent in (("reclaim-q1", "4", "root"), ("reclaim-q2", "4", "root"),
+                              ("reclaim-q11", "2", "reclaim-q1"),
+                              ("reclaim-q12", "2", "reclaim-q1")):
+        queue = _deserved(name, cpu)
+        queue["spec"]["parent"] = parent
+        queues_.append(queue)
+    objs = [
+        *[make_node(f"n{i}", cpu="2", memory="2Gi") for i in range(4)], *priority_classes(),
+        *queues_,
+        *reclaim_job("reclaim-j1", "reclaim-q2", on="n0", cpu="2", memory="2Gi",
+                     priority="low-priority"),
+        *reclaim_job("reclaim-j2", "reclaim-q11", on="n1", cpu="2", memory="2Gi",
+                     priority="low-priority"),
+        *reclaim_job("reclaim-j3", "reclaim-q12", memory="1Gi", priority="low-priority"),
+        *reclaim_job("reclaim-j4", "reclaim-q11", memory="1Gi", priority="low-priority"),
+    ]
+    run = simulate(objs, conf=conf)
+    assert running(run, "reclaim-j3") == 1
+    assert running(run, "reclaim-j2") + running(run, "reclaim-j4") == 2
+
+
+def test_reclaim_between_two_queues_and_pending_gang() -> None:
+    """The e2e case titled "Reclaim" (skipped by Volcano): q1's low-priority job fills the
+    cluster; q2's job takes back about half; a q1 gang needing twice the cluster stays
+    pending."""
+    slots = 4
+    objs = [
+        *nodes(slots), *priority_classes(), *queues("reclaim-q1", "reclaim-q2"),
+        *vcjob("q1-qj-1", replicas=slots, min_member=1, queue="reclaim-q1",
+               priority="low-priority", running_on=[f"n{i}" for i in range(slots)]),
+        *vcjob("q2-qj-2", replicas=slots, min_member=1, queue="reclaim-q2",
+               priority="high-priority"),
+        *vcjob("q1-qj-2", replicas=2 * slots, min_member=2 * slots, queue="reclaim-q1",
+               preemptable=None),
+    ]
+    run = simulate(objs, conf=e2e_conf())
+    expected = slots // 2 - 1  # the e2e case's tolerance for rounding
+    assert running(run, "q2-qj-2") >= expected
+    assert running(run, "q1-qj-1") >= expected
+    assert running(run, "q1-qj-2") == 0
+    assert run.phase("q1-qj-2") in ("Pending", "Inqueue")
