@@ -81,3 +81,14 @@ def test_fewest_victims_break_a_priority_tie() -> None:
     # n1 sums 2 × (3 + 2^31), n2 only once: the lower sum wins before the count is asked
     assert evicted(run) == ["c-0"]
     assert run.node_of("hi-0") == "n2"
+
+
+def test_arguments_written_as_strings_as_volcano_e2e_does() -> None:
+    """Volcano's e2e suite writes ``enableTopologyAwarePreemption: "true"``; ``GetBool`` reads
+    it, and so do we. A value that cannot be read keeps its default, the others apply."""
+    conf = e2e_conf(actions=ACTIONS, extra=(
+        "configurations:\n- name: preempt\n"
+        "  arguments: {enableTopologyAwarePreemption: \"true\", minCandidateNodesAbsolute: x}\n"
+    ))
+    run = simulate(_reprieve_cluster(), conf=conf)
+    assert evicted(run) == ["p2-0"]
