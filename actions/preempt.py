@@ -92,7 +92,7 @@ class _Run:
     def __init__(self, session: Session, args: PreemptArgs) -> None:
         self.session = session
         self.args = args
-        self.index = EvictableIndex(session, PREEMPTABLE_STATUS)
+        self._index: EvictableIndex | None = None
         self.by_priority = priority_decides(session)
         self.topology = (
             TopologyChooser(
@@ -104,6 +104,13 @@ class _Run:
             if args.topology_aware
             else None
         )
+
+    @property
+    def index(self) -> EvictableIndex:
+        """Built on first use: a cycle without preemptors pays nothing for it."""
+        if self._index is None:
+            self._index = EvictableIndex(self.session, PREEMPTABLE_STATUS)
+        return self._index
 
     def execute(self) -> None:
         session = self.session

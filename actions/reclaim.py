@@ -59,7 +59,6 @@ class Reclaim:
     def execute(self, session: Session) -> None:
         action_args(self.NAME, ReclaimArgs, session.configurations,
                     not_acted_on=_NOT_ACTED_ON, warned=self._warned)
-        index = EvictableIndex(session, TaskStatus.RUNNING)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         seen: set[QueueID] = set()
         starving: dict[QueueID, PriorityQueue[JobInfo]] = {}
@@ -78,6 +77,9 @@ class Reclaim:
                 pending = job.task_status_index.get(TaskStatus.PENDING, {}).values()
                 tasks[job.uid] = PriorityQueue(
                     session.task_order, [t for t in pending if not t.sched_gated])
+        if not starving:
+            return
+        index = EvictableIndex(session, TaskStatus.RUNNING)
         while queues:
             queue = queues.pop()
             if session.overused(queue):
