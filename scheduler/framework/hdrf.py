@@ -26,7 +26,7 @@ import structlog
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import ALLOCATED_STATUS, JobID, TaskStatus, Vote
+from scheduler.api.types import JobID, TaskStatus, Vote
 from scheduler.framework.session import Session
 
 __all__ = ["HIERARCHY_ANNOTATION", "WEIGHTS_ANNOTATION", "Hdrf"]
@@ -96,8 +96,8 @@ class Hdrf:
         """What each job holds or has reserved in this session (drf's ``allocated``)."""
         out: dict[JobID, Resource] = {}
         for uid, job in self.session.jobs.items():
-            allocated = Resource()
-            for task in job.tasks_in(ALLOCATED_STATUS | TaskStatus.PIPELINED):
+            allocated = job.allocated.clone()  # kept current for the allocated statuses
+            for task in job.task_status_index.get(TaskStatus.PIPELINED, {}).values():
                 allocated.add(task.resreq)
             out[uid] = allocated
         return out
