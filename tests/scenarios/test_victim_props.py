@@ -122,7 +122,7 @@ def _queue_of(session: Session, task: TaskInfo) -> str:
     return session.jobs[task.job].queue
 
 
-PROPS = settings(max_examples=40, deadline=None,
+PROPS = settings(max_examples=80, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
