@@ -33,7 +33,7 @@ class _Op:
     kind: Operation
     task: TaskInfo
     reason: str = ""
-    nominated_before: str = ""
+    nominated_before: str | None = None
     """The task's ``nominated_node`` before a pipeline that set it, restored on discard."""
 
 
@@ -102,7 +102,9 @@ class Statement:
                 self.session.mark_releasing(op.task, False)
             else:
                 self.session.unplace(op.task)
-                op.task.nominated_node = op.nominated_before
+                if op.kind is Operation.PIPELINE:
+                    before = op.nominated_before
+                    op.task.nominated_node = before if before is not None else ""
         self.operations.clear()
 
     def commit(self) -> None:
