@@ -29,6 +29,7 @@ from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Default
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import PREEMPTABLE_STATUS, QueueID, TaskStatus
+from scheduler.framework import hooks as h
 from scheduler.framework.action_args import action_args
 from scheduler.framework.arguments import arg
 from scheduler.framework.dryrun import TopologyChooser
@@ -37,9 +38,9 @@ from scheduler.framework.eviction import (
     TaskFilter,
     candidate_rows,
     evict_on_node,
+    plugin_in_every_tier,
     predicate_passes,
     preemption_never,
-    priority_decides,
     sorted_victims,
     unresolvable_exact,
     victims_suffice,
@@ -93,7 +94,7 @@ class _Run:
         self.session = session
         self.args = args
         self._index: EvictableIndex | None = None
-        self.by_priority = priority_decides(session)
+        self.by_priority = plugin_in_every_tier(session, h.Preemptable, "priority")
         self.topology = (
             TopologyChooser(
                 session,
@@ -109,7 +110,9 @@ class _Run:
     def index(self) -> EvictableIndex:
         """Built on first use: a cycle without preemptors pays nothing for it."""
         if self._index is None:
-            self._index = EvictableIndex(self.session, PREEMPTABLE_STATUS)
+            self._index = EvictableIndex(
+                self.session, PREEMPTABLE_STATUS,
+                gang_guard=plugin_in_every_tier(self.session, h.Preemptable, "gang"))
         return self._index
 
     def execute(self) -> None:
@@ -158,8 +161,9 @@ class _Run:
         if session.job_pipelined(job):
             statement.commit()
         else:
-            self.index.evicted(statement.evicted(), +1.0)
+            undone = statement.evicted()
             statement.discard()
+            self.index.evicted(undone, +1.0)
 
     def _within_job(self, job: JobInfo) -> None:
         pending = PriorityQueue(self.session.task_order, _pending(job))
@@ -173,8 +177,7 @@ class _Run:
 
             statement = Statement(self.session)
             if not self._preempt(statement, preemptor, job, same_job):
-                self.index.evicted(statement.evicted(), +1.0)
-                statement.discard()
+                statement.discard()  # holds nothing: nodes that failed kept no eviction
                 break
             statement.commit()
 

@@ -19,6 +19,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, TaskStatus
+from scheduler.framework import hooks as h
 from scheduler.framework.action_args import action_args
 from scheduler.framework.arguments import arg
 from scheduler.framework.eviction import (
@@ -26,6 +27,7 @@ from scheduler.framework.eviction import (
     candidate_rows,
     evict_on_node,
     fits_resources,
+    plugin_in_every_tier,
     preemption_never,
     sorted_victims,
     victims_suffice,
@@ -79,7 +81,9 @@ class Reclaim:
                     session.task_order, [t for t in pending if not t.sched_gated])
         if not starving:
             return
-        index = EvictableIndex(session, TaskStatus.RUNNING)
+        index = EvictableIndex(
+            session, TaskStatus.RUNNING,
+            gang_guard=plugin_in_every_tier(session, h.Reclaimable, "gang"))
         while queues:
             queue = queues.pop()
             if session.overused(queue):
@@ -92,8 +96,9 @@ class Reclaim:
                 if session.job_pipelined(job):
                     statement.commit()
                 else:
-                    index.evicted(statement.evicted(), +1.0)
+                    undone = statement.evicted()
                     statement.discard()
+                    index.evicted(undone, +1.0)
 
     def _reclaim_for_job(
         self,

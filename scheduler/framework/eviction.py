@@ -9,8 +9,9 @@ keeps, per queue and job priority, a column block with the summed requests of th
 preemptor could at most evict on each node. ``future idle + evictable`` is an upper bound of
 what evictions can free there, so nodes below the request are dropped with one vector
 comparison — they would fail Volcano's ``ValidateVictims`` anyway. When the ``priority``
-plugin takes part in every tier that names victims, only lower-priority jobs count. The bound
-is kept exact across evictions and their undoing, so it never hides a node that could work.
+plugin takes part in every tier that names victims, only lower-priority jobs count; when
+``gang`` does, only jobs above their minMember. The bound is kept exact across evictions and
+their undoing, so it never hides a node that could work.
 
 :func:`evict_on_node` is the per-node step of both actions: victims from the plugins, the
 ``ValidateVictims`` check, then evictions lowest first (``BuildVictimsPriorityQueue`` order)
@@ -23,15 +24,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.resource import Default
 from scheduler.api.status import Code
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import QueueID, TaskStatus
-from scheduler.framework import hooks as h
+from scheduler.api.types import JobID, QueueID, TaskID, TaskStatus
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.select import sampling_target
 from scheduler.framework.session import Session
@@ -42,9 +44,9 @@ __all__ = [
     "candidate_rows",
     "evict_on_node",
     "fits_resources",
+    "plugin_in_every_tier",
     "predicate_passes",
     "preemption_never",
-    "priority_decides",
     "sorted_victims",
     "unresolvable_exact",
     "victims_suffice",
@@ -57,11 +59,21 @@ FitCheck = Callable[[NodeInfo], bool]
 @dataclass(slots=True)
 class EvictableIndex:
     """Per queue and job priority, per node, the summed requests of the tasks in ``statuses``
-    that may be evicted at all (preemptable flag set)."""
+    that may be evicted at all (preemptable flag set).
+
+    With ``gang_guard`` (``gang`` takes part in every tier that names victims) a job counts
+    only while it runs more than its ``minMember``: gang never gives up a task of a job at its
+    minimum, so such a job's tasks could not be victims anyway.
+    """
 
     session: Session
     statuses: TaskStatus
+    gang_guard: bool = False
     blocks: dict[tuple[QueueID, int], FloatArray] = field(default_factory=dict)
+    _tasks: dict[JobID, dict[TaskID, tuple[int, FloatArray]]] = field(default_factory=dict)
+    """Per job, its evictable tasks: node row and request vector."""
+    _counted: set[JobID] = field(default_factory=set)
+    """Jobs whose tasks are in ``blocks``."""
 
     def __post_init__(self) -> None:
         table = self.session.table
@@ -72,7 +84,10 @@ class EvictableIndex:
         for job in self.session.jobs.values():
             if job.queue not in self.session.queues:
                 continue
-            key = (job.queue, job.priority)
+            entries = self._tasks[job.uid] = {}
+            counted = self._counts(job)
+            if counted:
+                self._counted.add(job.uid)
             for status in statuses:
                 for task in job.task_status_index.get(status, {}).values():
                     node = nodes.get(task.node_name)
@@ -83,14 +98,19 @@ class EvictableIndex:
                     vector = vectors.get(signature)
                     if vector is None:
                         vector = vectors[signature] = table.vector(request)
-                    indices, values = rows.setdefault(key, ([], []))
-                    indices.append(node.index)
-                    values.append(vector)
+                    entries[task.uid] = (node.index, vector)
+                    if counted:
+                        indices, values = rows.setdefault((job.queue, job.priority), ([], []))
+                        indices.append(node.index)
+                        values.append(vector)
         shape = (len(table), len(table.dims))
+        for job in self.session.jobs.values():
+            self.blocks.setdefault((job.queue, job.priority), np.zeros(shape))
         for key, (indices, values) in rows.items():
-            block = np.zeros(shape)
-            np.add.at(block, np.array(indices, dtype=np.intp), np.array(values))
-            self.blocks[key] = block
+            np.add.at(self.blocks[key], np.array(indices, dtype=np.intp), np.array(values))
+
+    def _counts(self, job: JobInfo) -> bool:
+        return not self.gang_guard or job.ready_task_num() > job.min_available
 
     def total(
         self, queues: Iterable[QueueID], *, below_priority: int | None = None
@@ -106,23 +126,43 @@ class EvictableIndex:
         return blocks[0] if len(blocks) == 1 else np.sum(blocks, axis=0)
 
     def evicted(self, tasks: Iterable[TaskInfo], sign: float = -1.0) -> None:
-        """Keep the bound exact: ``sign`` -1 after evictions, +1 when they are undone."""
+        """Keep the bound exact: ``sign`` -1 after evictions, +1 once they are undone."""
+        session = self.session
+        touched: dict[JobID, JobInfo] = {}
         for task in tasks:
-            job = self.session.jobs.get(task.job)
-            node = self.session.nodes.get(task.node_name)
-            block = self.blocks.get((job.queue, job.priority)) if job is not None else None
-            if block is None or node is None:
+            job = session.jobs.get(task.job)
+            entries = self._tasks.get(task.job)
+            node = session.nodes.get(task.node_name)
+            if job is None or entries is None or node is None:
                 continue
-            block[node.index] += sign * self.session.table.vector(task.resreq)
+            if sign < 0:
+                entry = entries.pop(task.uid, None)
+            else:
+                entry = entries[task.uid] = (node.index, session.table.vector(task.resreq))
+            if entry is not None and job.uid in self._counted:
+                self.blocks[(job.queue, job.priority)][entry[0]] += sign * entry[1]
+            touched[job.uid] = job
+        for job in touched.values():
+            counts = self._counts(job)
+            if counts == (job.uid in self._counted):
+                continue
+            block = self.blocks[(job.queue, job.priority)]
+            for row, vector in self._tasks[job.uid].values():
+                block[row] += vector if counts else -vector
+            if counts:
+                self._counted.add(job.uid)
+            else:
+                self._counted.discard(job.uid)
 
 
-def priority_decides(session: Session) -> bool:
-    """Whether every tier that answers Preemptable includes the ``priority`` plugin: then
-    victims of another job always have a lower job priority than the preemptor's (the tier's
-    answer is an intersection), and the bound may leave the others out."""
-    tiers = [tier for tier in session.hooks(h.Preemptable) if tier]
+def plugin_in_every_tier(session: Session, protocol: Any, name: str) -> bool:
+    """Whether plugin ``name`` answers ``protocol`` (Preemptable / Reclaimable) in every tier
+    where any plugin does. Tiers intersect their answers, so then no victim gets past it:
+    with ``priority`` victims of another job have a lower job priority than the preemptor's,
+    with ``gang`` their job runs more than its minMember."""
+    tiers = [tier for tier in session.hooks(protocol) if tier]
     return bool(tiers) and all(
-        any(getattr(plugin, "NAME", "") == "priority" for plugin in tier) for tier in tiers
+        any(getattr(plugin, "NAME", "") == name for plugin in tier) for tier in tiers
     )
 
 

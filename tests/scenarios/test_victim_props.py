@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskStatus
 from scheduler.cluster.manifests import Manifest
 from scheduler.conf import parse_conf
+from scheduler.framework.eviction import EvictableIndex
 from scheduler.framework.session import Session
 from scheduler.simulate import build_simulation
 from tests.builders import make_node, make_pod, make_podgroup, make_queue, simulate
@@ -173,3 +175,35 @@ def test_no_node_over_committed_after_eviction_and_reallocation(objs: list[dict]
     for node in run.cluster.objects["Node"].values():
         allocatable = resource_from_list(node["status"]["allocatable"])
         assert used[node["metadata"]["name"]] <= allocatable.milli_cpu + MIN_RESOURCE
+
+
+def _outcome(session: Session, sink: RecordingSink) -> tuple[list[str], list[tuple[str, str]]]:
+    pipelined = sorted(
+        (task.name, task.node_name) for job in session.jobs.values()
+        for task in job.task_status_index.get(TaskStatus.PIPELINED, {}).values())
+    return sorted(t.name for t in sink.evictions), pipelined
+
+
+@PROPS
+@given(crowded_clusters(), st.sampled_from([GANG_GUARDED, VOLCANO_DEFAULT]),
+       st.sampled_from(["preempt", "reclaim"]))
+def test_the_evictable_bound_never_changes_a_decision(
+    objs: list[dict], conf: str, action: str
+) -> None:
+    """The vector bound only skips nodes that would fail anyway: with an unlimited bound the
+    same tasks are evicted and the same preemptors pipelined on the same nodes."""
+    conf = conf.replace('actions: "enqueue, allocate, preempt"',
+                        'actions: "enqueue, allocate, reclaim, preempt"')
+    bounded = _outcome(*one_session(objs, conf, ["enqueue", "allocate", action]))
+    original = EvictableIndex.total
+
+    def unlimited(self: EvictableIndex, queues: Any, **kwargs: Any) -> Any:
+        shape = (len(self.session.table), len(self.session.table.dims))
+        return np.full(shape, np.inf)
+
+    EvictableIndex.total = unlimited  # type: ignore[method-assign]
+    try:
+        unbounded = _outcome(*one_session(objs, conf, ["enqueue", "allocate", action]))
+    finally:
+        EvictableIndex.total = original  # type: ignore[method-assign]
+    assert bounded == unbounded
