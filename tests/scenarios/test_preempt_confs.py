@@ -56,3 +56,23 @@ def test_volcano_ci_conf_actions_are_all_known() -> None:
 def test_every_volcano_action_name_but_the_gang_ones_is_known() -> None:
     conf = parse_conf('actions: "enqueue, allocate, backfill, preempt, reclaim, shuffle"\n')
     assert conf.actions[-3:] == ("preempt", "reclaim", "shuffle")
+
+
+def test_preemption_sample_reclaims_and_preempts() -> None:
+    """``lahar simulate conf/samples/preemption.yaml --conf conf/preemption.conf``: queue
+    production reclaims three slots for its gang, the urgent hotfix of queue research
+    preempts one more sweep pod, and the sweep keeps the rest."""
+    conf = load_conf(REPO / "conf" / "preemption.conf")
+    assert conf.actions[-2:] == ("reclaim", "preempt")
+    manifests, problems = load_manifests([REPO / "conf" / "samples" / "preemption.yaml"])
+    assert not problems
+    result = run_simulation(manifests, conf=conf, seed=0, max_cycles=20)
+    assert result.settled
+    pods = result.cluster.objects["Pod"].values()
+    running = {p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")}
+    assert {"serving-0", "serving-1", "serving-2", "hotfix-0"} <= running
+    assert len([name for name in running if name.startswith("sweep-")]) == 4
+    evictions = [e for e in result.cluster.events if e["reason"] == "Evict"
+                 and e["involvedObject"]["kind"] == "Pod"]
+    assert sorted(e["message"] for e in evictions) == (
+        ["Pod is evicted, because of preempt"] + ["Pod is evicted, because of reclaim"] * 3)
