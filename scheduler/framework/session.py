@@ -137,6 +137,9 @@ class Session:
         self._handlers = [p for tier in self.hooks(h.EventHandler) for p in tier]
         self._scorers = [p for tier in self.hooks(h.NodeScorer) for p in tier]
         self._predicates = [p for tier in self.hooks(h.Predicate) for p in tier]
+        self._preempt_predicates = [
+            (p, isinstance(p, h.PreemptPredicate)) for p in self._predicates
+        ]
         self._exact = [p for tier in self.hooks(h.ExactPredicate) for p in tier]
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -283,7 +286,7 @@ class Session:
 
     def preempt_mask(self, task: TaskInfo) -> h.BoolArray:
         """Nodes no predicate rules out for good (``PredicateForPreemptAction``)."""
-        return preempt_mask(self, task, self._predicates)
+        return preempt_mask(self, task, self._preempt_predicates)
 
     def predicate_reasons(
         self, task: TaskInfo, alive: h.BoolArray

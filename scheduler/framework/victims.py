@@ -141,13 +141,16 @@ def victim_tasks(session: Session, tasks: list[TaskInfo]) -> list[TaskInfo]:
     return []
 
 
-def preempt_mask(session: Session, task: TaskInfo, predicates: list[Any]) -> h.BoolArray:
+def preempt_mask(
+    session: Session, task: TaskInfo, predicates: list[tuple[Any, bool]]
+) -> h.BoolArray:
     """Volcano's ``PredicateForPreemptAction`` over the node table: a node is dropped only for
-    a failure evicting pods cannot cure (not for a full pod count, say, nor for resources)."""
+    a failure evicting pods cannot cure (not for a full pod count, say, nor for resources).
+    ``predicates``: each vector predicate and whether it answers :class:`h.PreemptPredicate`."""
     table = session.table
     mask = np.ones(len(table), dtype=bool)
-    for plugin in predicates:
-        if isinstance(plugin, h.PreemptPredicate):
+    for plugin, answers_itself in predicates:
+        if answers_itself:
             mask &= plugin.preempt_mask(task, table)
             continue
         passed = plugin.predicate_mask(task, table)
