@@ -192,9 +192,9 @@ def candidate_rows(
     if len(cols):
         if (cols < 0).any():
             return np.empty(0, dtype=np.intp)
-        room = table.future_idle[np.ix_(rows, cols)]
+        room = table.future_idle[rows][:, cols]
         if evictable is not None:
-            room = room + evictable[np.ix_(rows, cols)]
+            room += evictable[rows][:, cols]
         rows = rows[np.all(values - room < 0.1, axis=1)]
     if scored and len(rows) > 1:
         scores = session.score(task, rows)
