@@ -160,7 +160,7 @@ class Proportion(PluginBase[NoArgs]):
                 continue
             allocated = remaining.setdefault(job.queue, attr.allocated.clone())
             if not allocated.less_equal(attr.deserved, Default.ZERO):
-                allocated.sub(task.resreq.without(PODS))
+                allocated.sub(task.resreq)
                 victims.append(task)
         return victims, Vote.PERMIT
 
