@@ -7,6 +7,9 @@ from typing import Protocol
 from actions.allocate import Allocate
 from actions.backfill import Backfill
 from actions.enqueue import Enqueue
+from actions.preempt import Preempt
+from actions.reclaim import Reclaim
+from actions.shuffle import Shuffle
 from scheduler.framework.session import Session
 
 __all__ = ["ACTIONS", "Action"]
@@ -18,4 +21,6 @@ class Action(Protocol):
     def execute(self, session: Session) -> None: ...
 
 
-ACTIONS: dict[str, type[Action]] = {cls.NAME: cls for cls in (Enqueue, Allocate, Backfill)}
+ACTIONS: dict[str, type[Action]] = {
+    cls.NAME: cls for cls in (Enqueue, Allocate, Backfill, Preempt, Reclaim, Shuffle)
+}

@@ -9,9 +9,11 @@ allocate and evict. Preemption compares shares within 1e-6.
 from __future__ import annotations
 
 from scheduler.api.job import JobInfo
+from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, Vote
+from scheduler.framework.hdrf import Hdrf
 from scheduler.framework.plugin import NoArgs, PluginBase
 from scheduler.framework.session import Session
 
@@ -82,3 +84,30 @@ class Drf(PluginBase[NoArgs]):
             if my_share < their_share or abs(my_share - their_share) <= _SHARE_EPSILON:
                 victims.append(task)
         return victims, Vote.PERMIT
+
+    # -- hierarchical DRF (enableHierarchy), in scheduler.framework.hdrf ------------------
+    def _hdrf(self) -> Hdrf | None:
+        """The HDRF tree when this plugin's ``enableHierarchy`` flag is on, else None."""
+        cached = getattr(self, "_hdrf_state", None)
+        if cached is None or cached[0] is not self.ssn:
+            enabled = any(
+                entry.plugin is self and entry.flags.get("enableHierarchy", False)
+                for entry in self.ssn.plugin_entries()
+            )
+            cached = (self.ssn, Hdrf(self.ssn, dominant_share) if enabled else None)
+            self._hdrf_state = cached
+        return cached[1]
+
+    def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
+        """HDRF queue order (0 without ``enableHierarchy``, deferring to other plugins)."""
+        hdrf = self._hdrf()
+        return 0 if hdrf is None else hdrf.queue_order(left, right)
+
+    def reclaimable(
+        self, reclaimer: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
+        """HDRF victims (abstains without ``enableHierarchy``)."""
+        hdrf = self._hdrf()
+        if hdrf is None:
+            return [], Vote.ABSTAIN
+        return hdrf.reclaimable(reclaimer, candidates)

@@ -139,6 +139,28 @@ class Proportion(PluginBase[NoArgs]):
         future = attr.allocated.clone().add(task.resreq)
         return not future.exceeding_on(attr.deserved, task.resreq)
 
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """A queue may reclaim for ``task`` while the task keeps it within its deserved share
+        (Volcano registers its allocatable check as PreemptiveFn)."""
+        return self.allocatable(queue, task)
+
+    def reclaimable(
+        self, reclaimer: TaskInfo, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
+        """Victims from queues above their deserved share, each counted off as it is chosen."""
+        victims: list[TaskInfo] = []
+        remaining: dict[QueueID, Resource] = {}
+        for task in candidates:
+            job = self.ssn.jobs.get(task.job)
+            attr = self.attrs.get(job.queue) if job is not None else None
+            if job is None or attr is None:
+                continue
+            allocated = remaining.setdefault(job.queue, attr.allocated.clone())
+            if not allocated.less_equal(attr.deserved, Default.ZERO):
+                allocated.sub(task.resreq)
+                victims.append(task)
+        return victims, Vote.PERMIT
+
     def job_enqueueable(self, job: JobInfo) -> Vote:
         queue = self.ssn.queues.get(job.queue)
         if queue is None or not queue.is_open:

@@ -43,10 +43,14 @@ __all__ = [
     "Plugin",
     "PrePredicate",
     "Predicate",
+    "PreemptPredicate",
     "Preemptable",
+    "Preemptive",
     "QueueOrder",
     "Reclaimable",
     "TaskOrder",
+    "VictimQueueOrder",
+    "VictimTasks",
 ]
 
 BoolArray = npt.NDArray[np.bool_]
@@ -172,6 +176,41 @@ class Reclaimable(Protocol):
 
 
 @runtime_checkable
+class Preemptive(Protocol):
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """Whether ``queue`` may reclaim resources from other queues for ``task``."""
+
+
+@runtime_checkable
+class VictimQueueOrder(Protocol):
+    def victim_queue_order(
+        self, left: QueueInfo, right: QueueInfo, preemptor_queue: QueueInfo
+    ) -> int:
+        """Negative when victims of ``left`` go first (are evicted before those of ``right``)."""
+
+
+@runtime_checkable
+class VictimTasks(Protocol):
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        """Of the running ``tasks``, those this plugin wants evicted now (``shuffle``)."""
+
+
+@runtime_checkable
+class PreemptPredicate(Protocol):
+    """A vectorised predicate that can tell failures eviction may cure from those it cannot.
+
+    Volcano's ``PredicateForPreemptAction`` drops a node only for UnschedulableAndUnresolvable
+    (or Error/Skip/Wait) statuses; a plain Unschedulable one (too many pods, a host port in
+    use) may go away once victims leave. For a :class:`Predicate` without this method the
+    session reads its reasons instead (``CURABLE_BY_EVICTION`` in
+    :mod:`scheduler.framework.victims`).
+    """
+
+    def preempt_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
+        """Nodes not ruled out for good: they pass, or fail only for curable reasons."""
+
+
+@runtime_checkable
 class EventHandler(Protocol):
     """Told of every in-session allocate/pipeline and evict/unallocate."""
 
@@ -198,6 +237,10 @@ HOOK_FLAGS: dict[type, str | None] = {
     Allocatable: "enabledAllocatable",
     Preemptable: "enablePreemptable",
     Reclaimable: "enableReclaimable",
+    Preemptive: "enablePreemptive",
+    VictimQueueOrder: None,
+    VictimTasks: "enabledVictim",
+    PreemptPredicate: "enablePredicate",
     EventHandler: None,
 }
 """Each extension point and the PluginOption flag that switches it (None: always on)."""

@@ -29,8 +29,21 @@ from scheduler.framework import hooks as h
 from scheduler.framework.interface import SessionSink
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.victims import (
+    combine_evictable,
+    preempt_mask,
+    victim_order,
+    victim_tasks,
+)
 
-__all__ = ["AllocateError", "NodeSampling", "PluginEntry", "Session", "default_task_order"]
+__all__ = [
+    "AllocateError",
+    "NodeSampling",
+    "PluginEntry",
+    "Session",
+    "default_task_order",
+]
+
 
 log = structlog.get_logger("lahar.session")
 
@@ -114,6 +127,8 @@ class Session:
         self.invalid_jobs: dict[JobID, tuple[str, str]] = {}
         self.plugin_seconds: dict[tuple[str, str], float] = {}
         """``(plugin name, "OnSessionOpen"|"OnSessionClose")`` → seconds spent there."""
+        self.allocation_version = 0
+        """Bumped on every in-session placement or eviction (a cache key for derived state)."""
         self.podgroup_status_before = {uid: job.podgroup.clone() for uid, job in self.jobs.items()}
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._job_order = self._flat(h.JobOrder, "job_order")
@@ -122,6 +137,9 @@ class Session:
         self._handlers = [p for tier in self.hooks(h.EventHandler) for p in tier]
         self._scorers = [p for tier in self.hooks(h.NodeScorer) for p in tier]
         self._predicates = [p for tier in self.hooks(h.Predicate) for p in tier]
+        self._preempt_predicates = [
+            (p, isinstance(p, h.PreemptPredicate)) for p in self._predicates
+        ]
         self._exact = [p for tier in self.hooks(h.ExactPredicate) for p in tier]
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -233,6 +251,23 @@ class Session:
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(p.allocatable(queue, task) for tier in self.hooks(h.Allocatable) for p in tier)
 
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """AND: may ``queue`` reclaim from other queues for ``task``."""
+        return all(p.preemptive(queue, task) for tier in self.hooks(h.Preemptive) for p in tier)
+
+    # -- eviction (combination rules in scheduler.framework.victims) ----------------------
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return combine_evictable(self, h.Preemptable, "preemptable", preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return combine_evictable(self, h.Reclaimable, "reclaimable", reclaimer, candidates)
+
+    def victim_order(self, preemptor: TaskInfo) -> Callable[[TaskInfo, TaskInfo], int]:
+        return victim_order(self, preemptor)
+
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        return victim_tasks(self, tasks)
+
     # -- node filtering and scoring -------------------------------------------------------
     def pre_predicate(self, task: TaskInfo) -> Status | None:
         for tier in self.hooks(h.PrePredicate):
@@ -248,6 +283,10 @@ class Session:
         for plugin in self._predicates:
             mask &= plugin.predicate_mask(task, self.table)
         return mask
+
+    def preempt_mask(self, task: TaskInfo) -> h.BoolArray:
+        """Nodes no predicate rules out for good (``PredicateForPreemptAction``)."""
+        return preempt_mask(self, task, self._preempt_predicates)
 
     def predicate_reasons(
         self, task: TaskInfo, alive: h.BoolArray
@@ -283,6 +322,7 @@ class Session:
     def place(self, task: TaskInfo, node: NodeInfo, status: TaskStatus) -> None:
         """Put a Pending task on ``node`` as Allocated or Pipelined; handlers may veto."""
         job = self.jobs[task.job]
+        self.allocation_version += 1
         job.update_task_status(task, status)
         task.node_name = node.name
         task.last_node = node.name
@@ -297,6 +337,7 @@ class Session:
 
     def unplace(self, task: TaskInfo, *, notify: bool = True) -> None:
         """Undo :meth:`place`: back to Pending, off the node."""
+        self.allocation_version += 1
         node = self.nodes.get(task.node_name)
         if node is not None:
             node.remove_task(task)
@@ -309,6 +350,7 @@ class Session:
 
     def mark_releasing(self, task: TaskInfo, releasing: bool) -> None:
         """Evict (``True``) or un-evict a running task in session state."""
+        self.allocation_version += 1
         node = self.nodes[task.node_name]
         node.remove_task(task)
         self.jobs[task.job].update_task_status(

@@ -3,6 +3,9 @@
 Operations apply to the session at once (so later decisions in the cycle see them) and are
 recorded; ``commit`` sends binds and evictions to the cache, ``discard`` undoes them in reverse
 order. A pipelined task never reaches the API: it only reserves resources inside the session.
+Preempt and reclaim try each node in a statement of its own and :meth:`Statement.merge` it into
+the job's statement only when the preemptor was placed, so a node that did not work out leaves
+no eviction behind.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class _Op:
     kind: Operation
     task: TaskInfo
     reason: str = ""
+    nominated_before: str | None = None
+    """The task's ``nominated_node`` before a pipeline that set it, restored on discard."""
 
 
 class Statement:
@@ -43,8 +48,17 @@ class Statement:
     def allocate(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         return self._place(task, node, TaskStatus.ALLOCATED, Operation.ALLOCATE)
 
-    def pipeline(self, task: TaskInfo, node: NodeInfo) -> Status | None:
-        return self._place(task, node, TaskStatus.PIPELINED, Operation.PIPELINE)
+    def pipeline(
+        self, task: TaskInfo, node: NodeInfo, *, eviction_occurred: bool = False
+    ) -> Status | None:
+        """Reserve ``node`` for ``task``; after evictions made for it, the node is also
+        recorded as the task's nominated node (written to ``status.nominatedNodeName``)."""
+        before = task.nominated_node
+        status = self._place(task, node, TaskStatus.PIPELINED, Operation.PIPELINE)
+        if status is None and eviction_occurred:
+            self.operations[-1].nominated_before = before
+            task.nominated_node = node.name
+        return status
 
     def _place(
         self, task: TaskInfo, node: NodeInfo, status: TaskStatus, kind: Operation
@@ -53,12 +67,33 @@ class Statement:
             self.session.place(task, node, status)
         except AllocateError as exc:
             return Status.error(str(exc))
-        self.operations.append(_Op(kind, task))
+        self.operations.append(_Op(kind, task, nominated_before=task.nominated_node))
         return None
 
     def evict(self, task: TaskInfo, reason: str) -> None:
         self.session.mark_releasing(task, True)
         self.operations.append(_Op(Operation.EVICT, task, reason))
+
+    def unevict(self, task: TaskInfo) -> None:
+        """Undo this statement's eviction of ``task`` alone (a dry run's reprieve)."""
+        for i, op in enumerate(self.operations):
+            if op.kind is Operation.EVICT and op.task is task:
+                self.session.mark_releasing(task, False)
+                del self.operations[i]
+                return
+        raise ValueError(f"task {task.key} was not evicted by this statement")
+
+    @property
+    def has_evictions(self) -> bool:
+        return any(op.kind is Operation.EVICT for op in self.operations)
+
+    def evicted(self) -> list[TaskInfo]:
+        return [op.task for op in self.operations if op.kind is Operation.EVICT]
+
+    def merge(self, other: Statement) -> None:
+        """Take over ``other``'s operations (already applied) after this one's own."""
+        self.operations.extend(other.operations)
+        other.operations = []
 
     def discard(self) -> None:
         """Undo every operation, newest first."""
@@ -67,6 +102,9 @@ class Statement:
                 self.session.mark_releasing(op.task, False)
             else:
                 self.session.unplace(op.task)
+                if op.kind is Operation.PIPELINE:
+                    before = op.nominated_before
+                    op.task.nominated_node = before if before is not None else ""
         self.operations.clear()
 
     def commit(self) -> None:
