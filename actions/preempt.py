@@ -48,6 +48,7 @@ from scheduler.framework.eviction import (
 from scheduler.framework.heap import PriorityQueue
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
+from scheduler.metrics import record_preemption_attempt, record_victims
 
 __all__ = ["Preempt", "PreemptArgs"]
 
@@ -215,6 +216,7 @@ class _Run:
                 continue
             candidates = [t for t in node.tasks.values() if victim_filter(t)]
             victims = session.preemptable(preemptor, candidates)
+            record_victims(len(victims))
             if not victims_suffice(preemptor, node, victims):
                 continue
 
@@ -228,6 +230,7 @@ class _Run:
             node_statement = evict_on_node(
                 session, task=preemptor, node=node,
                 victims=sorted_victims(session, preemptor, victims), fits=fits, reason=REASON)
+            record_preemption_attempt()
             if node_statement is not None:
                 self.index.evicted(node_statement.evicted())
                 statement.merge(node_statement)

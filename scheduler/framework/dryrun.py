@@ -32,6 +32,7 @@ from scheduler.framework.eviction import (
 )
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
+from scheduler.metrics import record_preemption_attempt, record_victims
 
 __all__ = ["TopologyChooser", "pick_candidate"]
 
@@ -136,8 +137,10 @@ class TopologyChooser:
         session = self.session
         candidates = [t for t in node.tasks.values() if victim_filter(t)]
         victims = session.preemptable(preemptor, candidates)
+        record_victims(len(victims))
         if not victims_suffice(preemptor, node, victims):
             return []
+        record_preemption_attempt()
 
         def fits() -> bool:
             return (

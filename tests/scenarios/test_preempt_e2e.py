@@ -191,3 +191,22 @@ def test_preempt_low_priority_pod_with_anti_affinity_constraint() -> None:
     assert running(run, "high-priority-job") == 1
     assert running(run, "bystander-job") == 2
     assert running(run, "blocker-job") == 1
+
+
+def test_preemption_counts_attempts_and_victims_in_volcanos_metrics() -> None:
+    """``volcano_total_preemption_attempts`` rises once per node the eviction loop ran on and
+    ``volcano_pod_preemption_victims`` shows the last node's victim count (Volcano's
+    ``RegisterPreemptionAttempts`` and ``UpdatePreemptionVictimsCount`` in ``preempt.go``)."""
+    from scheduler import metrics
+
+    before = metrics.PREEMPTION_ATTEMPTS._value.get()
+    objs = [
+        *cluster(),
+        *vcjob("preemptee-m", replicas=SLOTS, min_member=1, priority="low-priority",
+               running_on=NODES),
+        *vcjob("preemptor-m", replicas=1, min_member=1, priority="high-priority"),
+    ]
+    run = simulate(objs, conf=e2e_conf(actions=NO_ENQUEUE))
+    assert len(evicted(run)) == 1
+    assert metrics.PREEMPTION_ATTEMPTS._value.get() - before >= 1
+    assert metrics.PREEMPTION_VICTIMS._value.get() >= 1
