@@ -180,9 +180,7 @@ def _int_field(raw: Mapping[str, Any], name: str, where: str, err: ErrorFactory)
     return value
 
 
-def _spread(
-    raw: Any, where: str, labels: Mapping[str, str], err: ErrorFactory
-) -> SpreadConstraint:
+def _spread(raw: Any, where: str, labels: Mapping[str, str], err: ErrorFactory) -> SpreadConstraint:
     if not isinstance(raw, Mapping):
         raise err(where, "must be a topology spread constraint object")
     max_skew = _int_field(raw, "maxSkew", where, err)
@@ -208,9 +206,7 @@ def _spread(
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise err(where + ".matchLabelKeys", "must be a list of strings")
     # The pod's own values of matchLabelKeys narrow the selector (keys it lacks are ignored).
-    extra = tuple(
-        LabelRequirement(k, "In", frozenset({labels[k]})) for k in keys if k in labels
-    )
+    extra = tuple(LabelRequirement(k, "In", frozenset({labels[k]})) for k in keys if k in labels)
     return SpreadConstraint(
         max_skew=max_skew,
         topology_key=key,
@@ -273,4 +269,3 @@ def parse_pod_terms(pod: Mapping[str, Any], err: ErrorFactory) -> PodTerms:
         images=images,
         deleting=bool(meta.get("deletionTimestamp")),
     )
-

@@ -114,8 +114,7 @@ def affinity_reasons(
             has, counts = _in_domain(table, term.topology_key, domains)
             blocked |= has & (counts > 0)
         out.append((blocked, REASON_ANTI_AFFINITY))
-    carriers = index.carriers_matching(REQUIRED_ANTI, namespace=task.namespace,
-                                       labels=terms.labels)
+    carriers = index.carriers_matching(REQUIRED_ANTI, namespace=task.namespace, labels=terms.labels)
     if carriers:
         blocked = np.zeros(n, dtype=bool)
         for carrier in carriers:
@@ -156,8 +155,7 @@ def affinity_scores(
         domains = index.domain_counts(_term_query(index, term), term.topology_key)
         add(term.topology_key, domains, sign * weighted.weight)
     for kind, sign in ((PREFERRED, 1), (PREFERRED_ANTI, -1)):
-        for carrier in index.carriers_matching(kind, namespace=task.namespace,
-                                               labels=terms.labels):
+        for carrier in index.carriers_matching(kind, namespace=task.namespace, labels=terms.labels):
             add(carrier.term.topology_key, carrier.domains, sign * carrier.weight)
     return normalise_min_max(raw)
 

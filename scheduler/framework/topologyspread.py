@@ -44,9 +44,7 @@ def _per_node(index: PodIndex, task: TaskInfo, constraint: SpreadConstraint) -> 
 
     def matches(group: LabelGroup) -> bool:
         return (
-            group.namespace == namespace
-            and not group.deleting
-            and selector.matches(group.labels)
+            group.namespace == namespace and not group.deleting and selector.matches(group.labels)
         )
 
     return index.query(("spread", selector, namespace), matches).per_node
