@@ -131,7 +131,7 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
         if index is not None:
             if args.pod_affinity and wants_affinity_score(index, task):
                 total += affinity_scores(index, table, task, candidates) * args.pod_affinity
-            if args.pod_topology_spread and task.spec.terms.soft_spread:
+            if args.pod_topology_spread and task.spec.terms.spread:
                 total += spread_scores(index, table, task, candidates) * args.pod_topology_spread
         return total
 

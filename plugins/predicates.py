@@ -96,7 +96,7 @@ class Predicates(PluginBase[PredicatesArgs]):
     def _pod_reasons(self, task: TaskInfo, table: NodeTable) -> list[tuple[BoolArray, str]]:
         """InterPodAffinity then PodTopologySpread failures; empty when neither applies."""
         index = self._index
-        if index is None:
+        if index is None or not (task.spec.terms.constrained or index.carriers_present):
             return []
         out: list[tuple[BoolArray, str]] = []
         if self.args.pod_affinity and wants_affinity_filter(index, task):

@@ -93,11 +93,11 @@ class PodTerms:
     spread: tuple[SpreadConstraint, ...] = ()
     images: tuple[str, ...] = ()
     deleting: bool = False
-
-    @property
-    def carries_terms(self) -> bool:
-        """True when a placed pod like this one constrains or scores pods placed after it."""
-        return bool(self.anti_affinity or self.preferred_affinity or self.preferred_anti_affinity)
+    carries_terms: bool = False
+    """True when a placed pod like this one constrains or scores pods placed after it (it has
+    required anti-affinity or preferred terms); kept as a field for the per-event hot path."""
+    constrained: bool = False
+    """True when the pod has required (anti-)affinity or topology spread constraints."""
 
     @property
     def has_required(self) -> bool:
@@ -268,4 +268,8 @@ def parse_pod_terms(pod: Mapping[str, Any], err: ErrorFactory) -> PodTerms:
         spread=spread,
         images=images,
         deleting=bool(meta.get("deletionTimestamp")),
+        carries_terms=bool(
+            required["podAntiAffinity"] or preferred["podAffinity"] or preferred["podAntiAffinity"]
+        ),
+        constrained=bool(required["podAffinity"] or required["podAntiAffinity"] or spread),
     )

@@ -52,9 +52,9 @@ class ImageTable:
     def scores(self, task: TaskInfo, candidates: IntArray) -> FloatArray:
         """ImageLocality's 0–100 score of each candidate row (unweighted)."""
         images = task.spec.terms.images
+        if not self.columns or not images:
+            return np.zeros(len(candidates))
         total = np.zeros(len(candidates))
-        if not images or not self.columns:
-            return total
         for image in images:
             column = self.columns.get(image)
             if column is not None:

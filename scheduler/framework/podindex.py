@@ -100,9 +100,11 @@ class PodIndex:
 
     # -- events ---------------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
-        self.carriers_present = self.carriers_present or task.spec.terms.carries_terms
+        if task.spec.terms.carries_terms:
+            self.carriers_present = True
         if not self.built:
-            self.evicted.discard(task.uid)
+            if self.evicted:
+                self.evicted.discard(task.uid)
             return
         row = self.table.index.get(task.node_name)
         if row is not None and task.uid not in self.placed:
