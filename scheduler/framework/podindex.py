@@ -249,7 +249,6 @@ def pod_index(session: Session) -> PodIndex:
     """
     index = _INDEXES.get(session)
     if index is None:
-        labels: Mapping[str, Mapping[str, str]] = getattr(session, "namespace_labels", {})
-        index = PodIndex(session.table, namespace_labels=labels)
+        index = PodIndex(session.table, namespace_labels=session.namespace_labels)
         _INDEXES[session] = index
     return index

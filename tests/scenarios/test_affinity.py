@@ -199,6 +199,31 @@ def test_term_namespaces(selector: dict | None, namespaces: list | None, blocked
         assert run.node_of("web") == "a1"
 
 
+@pytest.mark.parametrize(
+    ("expression", "blocked"),
+    [
+        pytest.param({"key": "tier", "operator": "In", "values": ["data"]}, True, id="in"),
+        pytest.param({"key": "tier", "operator": "NotIn", "values": ["data"]}, False, id="not-in"),
+        pytest.param({"key": "tier", "operator": "DoesNotExist"}, False, id="does-not-exist"),
+    ],
+)
+def test_namespace_selector_reads_namespace_labels(expression: dict, blocked: bool) -> None:
+    """InterPodAffinity.mergeAffinityTermNamespacesIfNotEmpty: a namespaceSelector picks the
+    namespaces whose labels it matches (Namespace objects, here from manifests)."""
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team", "labels": {"tier": "data"}},
+    }
+    other = labelled_pod("db", namespace="team", labels={"app": "db"}, node="a1", scheduler="x")
+    selector = {"matchExpressions": [expression]}
+    pod = labelled_pod(
+        "web", affinity=affinity(anti=[term({"app": "db"}, ZONE, namespace_selector=selector)])
+    )
+    run = simulate([zoned_node("a1", "a"), namespace, other, pod])
+    assert (run.node_of("web") is None) == blocked
+
+
 def test_terminating_pods_still_count_for_affinity() -> None:
     """getIncomingAffinityAntiAffinityCounts walks nodeInfo.Pods, terminating pods included."""
     going = labelled_pod("db", labels={"app": "db"}, node="a1", scheduler="x", deleting=True)
