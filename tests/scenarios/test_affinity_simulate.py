@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from scheduler.cli import main
 
 SAMPLE = Path(__file__).resolve().parents[2] / "conf" / "samples" / "affinity.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _keep_log_config() -> Iterator[None]:
+    """``main`` points structlog at the captured stderr; later tests must not write there."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.mark.parametrize("seed", [0, 5])
