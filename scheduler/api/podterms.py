@@ -11,6 +11,7 @@ pod's own label values. Invalid input the API server would refuse is an :class:`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -218,18 +219,38 @@ def _spread(raw: Any, where: str, labels: Mapping[str, str], err: ErrorFactory) 
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def _plain_terms(
+    labels: tuple[tuple[str, str], ...], images: tuple[str, ...], deleting: bool
+) -> PodTerms:
+    """The (shared, immutable) terms of a pod without pod-to-pod constraints."""
+    return PodTerms(labels=labels, images=images, deleting=deleting)
+
+
 def parse_pod_terms(pod: Mapping[str, Any], err: ErrorFactory) -> PodTerms:
     """The pod-to-pod constraints of ``pod``; raises the error ``err`` builds."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     namespace = str(meta.get("namespace") or "default")
+    # type() checks first: every pod version is parsed, and ABC isinstance checks are slow.
     raw_labels = meta.get("labels") or {}
-    if not isinstance(raw_labels, Mapping):
+    if type(raw_labels) is not dict and not isinstance(raw_labels, Mapping):
         raise err("metadata.labels", "must be a map of strings")
     labels = {str(k): str(v) for k, v in raw_labels.items()}
     affinity = spec.get("affinity") or {}
-    if not isinstance(affinity, Mapping):
+    if type(affinity) is not dict and not isinstance(affinity, Mapping):
         raise err("spec.affinity", "must be an object")
+    images = tuple(
+        normalized_image(str(c["image"]))
+        for kind in ("initContainers", "containers")
+        for c in spec.get(kind) or ()
+        if (type(c) is dict or isinstance(c, Mapping)) and c.get("image")
+    )
+    deleting = bool(meta.get("deletionTimestamp"))
+    raw_spread = spec.get("topologySpreadConstraints") or []
+    if not (raw_spread or affinity.get("podAffinity") or affinity.get("podAntiAffinity")):
+        # Most pods relate to no other pod: every pod version is parsed, so keep this cheap.
+        return _plain_terms(tuple(sorted(labels.items())), images, deleting)
     required: dict[str, tuple[PodAffinityTerm, ...]] = {}
     preferred: dict[str, tuple[WeightedPodAffinityTerm, ...]] = {}
     for kind in ("podAffinity", "podAntiAffinity"):
@@ -237,7 +258,6 @@ def parse_pod_terms(pod: Mapping[str, Any], err: ErrorFactory) -> PodTerms:
         if not isinstance(block, Mapping):
             raise err(f"spec.affinity.{kind}", "must be an object")
         required[kind], preferred[kind] = _terms(block, f"spec.affinity.{kind}", namespace, err)
-    raw_spread = spec.get("topologySpreadConstraints") or []
     if not isinstance(raw_spread, list):
         raise err("spec.topologySpreadConstraints", "must be a list")
     spread = tuple(
@@ -253,12 +273,6 @@ def parse_pod_terms(pod: Mapping[str, Any], err: ErrorFactory) -> PodTerms:
                 f"duplicate topologyKey {pair[0]!r} with whenUnsatisfiable {pair[1]}",
             )
         seen.add(pair)
-    images = tuple(
-        normalized_image(str(c["image"]))
-        for kind in ("initContainers", "containers")
-        for c in spec.get(kind) or []
-        if isinstance(c, Mapping) and c.get("image")
-    )
     return PodTerms(
         labels=tuple(sorted(labels.items())),
         affinity=required["podAffinity"],
@@ -267,7 +281,7 @@ def parse_pod_terms(pod: Mapping[str, Any], err: ErrorFactory) -> PodTerms:
         preferred_anti_affinity=preferred["podAntiAffinity"],
         spread=spread,
         images=images,
-        deleting=bool(meta.get("deletionTimestamp")),
+        deleting=deleting,
         carries_terms=bool(
             required["podAntiAffinity"] or preferred["podAffinity"] or preferred["podAntiAffinity"]
         ),
