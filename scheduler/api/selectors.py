@@ -51,6 +51,16 @@ class LabelSelector:
             return False
         return all(req.matches(labels) for req in self.requirements)
 
+    def anchors(self) -> frozenset[tuple[str, str]] | None:
+        """Label pairs of which every matching object has one (from the first ``In``
+        requirement), or ``None`` when the selector names no such pairs."""
+        if self.nothing:
+            return frozenset()
+        for req in self.requirements:
+            if req.operator == "In":
+                return frozenset((req.key, value) for value in req.values)
+        return None
+
     def with_requirements(self, extra: tuple[LabelRequirement, ...]) -> LabelSelector:
         """This selector narrowed by ``extra`` (a selector that matches nothing stays so)."""
         if self.nothing or not extra:

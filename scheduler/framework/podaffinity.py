@@ -62,14 +62,19 @@ def _matches_term(term: PodAffinityTerm) -> Callable[[LabelGroup], bool]:
 
 
 def _term_query(index: PodIndex, term: PodAffinityTerm) -> CountQuery:
-    return index.query(("term", *_term_key(term)), _matches_term(term))
+    return index.query(
+        ("term", *_term_key(term)), _matches_term(term), anchors=term.selector.anchors()
+    )
 
 
 def _all_terms_query(index: PodIndex, terms: tuple[PodAffinityTerm, ...]) -> CountQuery:
     def matches(group: LabelGroup) -> bool:
         return all(t.matches(group.namespace, group.labels, group.namespace_labels) for t in terms)
 
-    return index.query(("all", tuple(_term_key(t) for t in terms)), matches)
+    # a pod matching all terms matches the first, so the first term's anchors hold
+    return index.query(
+        ("all", tuple(_term_key(t) for t in terms)), matches, anchors=terms[0].selector.anchors()
+    )
 
 
 def _in_domain(table: NodeTable, key: str, domains: IntArray) -> tuple[BoolArray, IntArray]:

@@ -17,7 +17,7 @@ session where no pod has pod-to-pod constraints pays only a scan for carriers at
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -91,7 +91,13 @@ class PodIndex:
         self.groups: dict[GroupKey, LabelGroup] = {}
         self.queries: dict[Hashable, CountQuery] = {}
         self.carriers: dict[tuple[str, PodAffinityTerm, int], Carrier] = {}
-        self._carrier_matches: dict[tuple[str, GroupKey], list[Carrier]] = {}
+        # Inverted indexes by label pair, so that matching a new group, query or pod looks
+        # only at the entries that could match instead of at all of them.
+        self._groups_by_label: dict[tuple[str, str], list[LabelGroup]] = {}
+        self._queries_by_anchor: dict[tuple[str, str], list[CountQuery]] = {}
+        self._unanchored_queries: list[CountQuery] = []
+        self._carriers_by_anchor: dict[tuple[str, str], list[Carrier]] = {}
+        self._unanchored_carriers: list[Carrier] = []
         for node in table.nodes:
             for task in node.tasks.values():
                 if task.spec.terms.carries_terms:
@@ -140,7 +146,11 @@ class PodIndex:
                 namespace_labels=self.namespace_labels.get(task.namespace, {}),
                 deleting=terms.deleting,
             )
-            group.queries = [q for q in self.queries.values() if q.matches(group)]
+            candidates = list(self._unanchored_queries)
+            for pair in terms.labels:
+                candidates += self._queries_by_anchor.get(pair, ())
+                self._groups_by_label.setdefault(pair, []).append(group)
+            group.queries = [q for q in candidates if q.matches(group)]
             self.groups[key] = group
         return group
 
@@ -182,22 +192,40 @@ class PodIndex:
                 _, mapping = self.table.label_codes(entry[1].topology_key)
                 carrier = Carrier(*entry, domains=np.zeros(len(mapping), dtype=np.intp))
                 self.carriers[entry] = carrier
-                self._carrier_matches.clear()
+                anchors = entry[1].selector.anchors()
+                if anchors is None:
+                    self._unanchored_carriers.append(carrier)
+                for pair in anchors or ():
+                    self._carriers_by_anchor.setdefault(pair, []).append(carrier)
             carrier.pods += sign
             code = self.table.label_codes(entry[1].topology_key)[0][row]
             if code >= 0:
                 carrier.domains[code] += sign
 
     # -- questions ------------------------------------------------------------------------
-    def query(self, key: Hashable, matches: Callable[[LabelGroup], bool]) -> CountQuery:
+    def query(
+        self,
+        key: Hashable,
+        matches: Callable[[LabelGroup], bool],
+        *,
+        anchors: frozenset[tuple[str, str]] | None = None,
+    ) -> CountQuery:
         """The counts of placed pods for which ``matches`` holds; ``key`` names the question
-        (equal keys must mean equal predicates)."""
+        (equal keys must mean equal predicates). ``anchors``, when given, are label pairs of
+        which every matching pod has one (see :meth:`LabelSelector.anchors`)."""
         self.build()
         query = self.queries.get(key)
         if query is None:
             per_node = np.zeros(len(self.table), dtype=np.intp)
             query = CountQuery(matches, per_node)
-            for group in self.groups.values():
+            if anchors is None:
+                candidates: Iterable[LabelGroup] = self.groups.values()
+                self._unanchored_queries.append(query)
+            else:
+                candidates = [g for a in anchors for g in self._groups_by_label.get(a, ())]
+                for pair in anchors:
+                    self._queries_by_anchor.setdefault(pair, []).append(query)
+            for group in candidates:
                 if matches(group):
                     group.queries.append(query)
                     for row, count in group.rows.items():
@@ -220,22 +248,23 @@ class PodIndex:
     def carriers_matching(
         self, kind: str, *, namespace: str, labels: tuple[tuple[str, str], ...]
     ) -> list[Carrier]:
-        """Carriers of ``kind`` whose term selects a pod with this namespace and labels."""
+        """Carriers of ``kind`` with pods left whose term selects a pod with this namespace
+        and these labels."""
         if not self.carriers_present:
             return []
         self.build()
-        cache_key = (kind, (namespace, labels, False))
-        found = self._carrier_matches.get(cache_key)
-        if found is None:
-            label_map = dict(labels)
-            ns_labels = self.namespace_labels.get(namespace, {})
-            found = [
-                c
-                for c in self.carriers.values()
-                if c.kind == kind and c.term.matches(namespace, label_map, ns_labels)
-            ]
-            self._carrier_matches[cache_key] = found
-        return [c for c in found if c.pods > 0]
+        candidates = list(self._unanchored_carriers)
+        for pair in labels:
+            candidates += self._carriers_by_anchor.get(pair, ())
+        if not candidates:
+            return []
+        label_map = dict(labels)
+        ns_labels = self.namespace_labels.get(namespace, {})
+        return [
+            c
+            for c in candidates
+            if c.kind == kind and c.pods > 0 and c.term.matches(namespace, label_map, ns_labels)
+        ]
 
 
 _INDEXES: weakref.WeakKeyDictionary[Session, PodIndex] = weakref.WeakKeyDictionary()

@@ -47,7 +47,8 @@ def _per_node(index: PodIndex, task: TaskInfo, constraint: SpreadConstraint) -> 
             group.namespace == namespace and not group.deleting and selector.matches(group.labels)
         )
 
-    return index.query(("spread", selector, namespace), matches).per_node
+    key = ("spread", selector, namespace)
+    return index.query(key, matches, anchors=selector.anchors()).per_node
 
 
 def _has_keys(table: NodeTable, constraints: tuple[SpreadConstraint, ...]) -> BoolArray:

@@ -144,8 +144,10 @@ def _zone_sums(session: Session, per_node: np.ndarray) -> Mapping[str, int]:
     return out
 
 
-def _ask(index: PodIndex, name: str):  # type: ignore[no-untyped-def]
-    query = index.query(("test", name), _matcher(*QUESTIONS[name]))
+def _ask(index: PodIndex, name: str, *, anchored: bool = False):  # type: ignore[no-untyped-def]
+    namespace, apps = QUESTIONS[name]
+    anchors = frozenset(("app", a) for a in apps) if anchored else None
+    query = index.query(("test", name, anchored), _matcher(namespace, apps), anchors=anchors)
     index.domain_counts(query, ZONE)
     return query
 
@@ -174,6 +176,7 @@ def test_incremental_counts_equal_a_full_recount(zones, running, pending, ops, a
     index = pod_index(session)
     if ask_first:  # built before any change: every later change is applied incrementally
         for name in QUESTIONS:
+            _ask(index, name, anchored=True)
             _ask(index, name)
     statement = Statement(session)
     evicted: set[str] = set()
@@ -202,11 +205,11 @@ def test_incremental_counts_equal_a_full_recount(zones, running, pending, ops, a
             in_statement.clear()
         elif kind == "ask":
             for name in QUESTIONS:
-                _ask(index, name)
+                _ask(index, name, anchored=which % 2 == 0)
 
     per_node, carried = _recount(session, evicted | in_statement)
-    for name in QUESTIONS:
-        query = _ask(index, name)
+    for name, anchored in ((n, a) for n in QUESTIONS for a in (False, True)):
+        query = _ask(index, name, anchored=anchored)
         assert list(query.per_node) == list(per_node[name]), name
         _, mapping = session.table.label_codes(ZONE)
         got = {zone: int(query.domains[ZONE][code]) for zone, code in mapping.items()}
