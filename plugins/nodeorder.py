@@ -126,7 +126,8 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
         if args.image_locality and task.spec.terms.images:
             if self._images is None:
                 self._images = ImageTable(table)
-            total += self._images.scores(task, candidates) * args.image_locality
+            if self._images.columns:  # no node reports images: every node scores 0
+                total += self._images.scores(task, candidates) * args.image_locality
         index = self._index
         if index is not None:
             if args.pod_affinity and wants_affinity_score(index, task):
