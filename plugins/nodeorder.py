@@ -2,12 +2,17 @@
 
 least requested, most requested and balanced allocation look at cpu and memory after placing
 the pod; node affinity scores the pod's preferred terms; taint toleration prefers nodes with
-fewer intolerable ``PreferNoSchedule`` taints. All are computed for the candidate rows at once.
+fewer intolerable ``PreferNoSchedule`` taints; image locality prefers nodes that hold the pod's
+images; inter-pod affinity and topology spread score the pod's preferred terms and
+``ScheduleAnyway`` constraints (and placed pods' preferred terms) from the session's pod index,
+normalised over the candidates as Volcano's batch node order does. All are computed for the
+candidate rows at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,9 +20,16 @@ from scheduler.api.resource import CPU, MEMORY
 from scheduler.api.task import TaskInfo
 from scheduler.framework.arguments import arg
 from scheduler.framework.hooks import FloatArray, IntArray
+from scheduler.framework.imagelocality import ImageTable
 from scheduler.framework.nodematch import match_term
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
+from scheduler.framework.podaffinity import affinity_scores, wants_affinity_score
+from scheduler.framework.podindex import PodIndex, pod_index
+from scheduler.framework.topologyspread import spread_scores
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 __all__ = ["NodeOrder"]
 
@@ -59,6 +71,24 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
     NAME = "nodeorder"
     Args = NodeOrderArgs
 
+    def __init__(self, args: NodeOrderArgs) -> None:
+        super().__init__(args)
+        self._index: PodIndex | None = None
+        self._images: ImageTable | None = None
+
+    def on_session_open(self, session: Session) -> None:
+        super().on_session_open(session)
+        if self.args.pod_affinity or self.args.pod_topology_spread:
+            self._index = pod_index(session)
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        if self._index is not None:
+            self._index.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        if self._index is not None:
+            self._index.on_deallocate(task)
+
     def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         args = self.args
         total = np.zeros(len(candidates))
@@ -93,6 +123,17 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
             total += _normalise(raw) * args.node_affinity
         if args.taint_toleration:
             total += self._taint_scores(task, table, candidates) * args.taint_toleration
+        if args.image_locality and task.spec.terms.images:
+            if self._images is None:
+                self._images = ImageTable(table)
+            if self._images.columns:  # no node reports images: every node scores 0
+                total += self._images.scores(task, candidates) * args.image_locality
+        index = self._index
+        if index is not None:
+            if args.pod_affinity and wants_affinity_score(index, task):
+                total += affinity_scores(index, table, task, candidates) * args.pod_affinity
+            if args.pod_topology_spread and task.spec.terms.spread:
+                total += spread_scores(index, table, task, candidates) * args.pod_topology_spread
         return total
 
     def _taint_scores(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:

@@ -1,14 +1,18 @@
 """predicates: the node filters of kube-scheduler that batch pods need, vectorised.
 
 Checks, in order, each with kube-scheduler's reason text: pod count, ``spec.unschedulable``,
-node selector and required node affinity, host ports, and NoSchedule/NoExecute taints. The
-static ones (unschedulable, affinity, taints) depend only on node labels and taints, so their
-masks are computed once per session per pod signature and shared by every similar pod.
+node selector and required node affinity, host ports, NoSchedule/NoExecute taints, inter-pod
+affinity (``predicate.PodAffinityEnable``) and pod topology spread
+(``predicate.PodTopologySpreadEnable``). The static ones (unschedulable, affinity, taints)
+depend only on node labels and taints, so their masks are computed once per session per pod
+signature and shared by every similar pod. The pod-to-pod checks read the session's pod index,
+which this plugin keeps current by forwarding the session's allocate/deallocate events.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +23,12 @@ from scheduler.framework.hooks import BoolArray
 from scheduler.framework.nodematch import affinity_mask, untolerated_taint_reason
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
+from scheduler.framework.podaffinity import affinity_reasons, wants_affinity_filter
+from scheduler.framework.podindex import PodIndex, pod_index
+from scheduler.framework.topologyspread import spread_reasons
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 __all__ = [
     "REASON_AFFINITY",
@@ -68,6 +78,32 @@ class Predicates(PluginBase[PredicatesArgs]):
     def __init__(self, args: PredicatesArgs) -> None:
         super().__init__(args)
         self._static: dict[tuple[object, ...], _Static] = {}
+        self._index: PodIndex | None = None
+
+    def on_session_open(self, session: Session) -> None:
+        super().on_session_open(session)
+        if self.args.pod_affinity or self.args.pod_topology_spread:
+            self._index = pod_index(session)
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        if self._index is not None:
+            self._index.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        if self._index is not None:
+            self._index.on_deallocate(task)
+
+    def _pod_reasons(self, task: TaskInfo, table: NodeTable) -> list[tuple[BoolArray, str]]:
+        """InterPodAffinity then PodTopologySpread failures; empty when neither applies."""
+        index = self._index
+        if index is None or not (task.spec.terms.constrained or index.carriers_present):
+            return []
+        out: list[tuple[BoolArray, str]] = []
+        if self.args.pod_affinity and wants_affinity_filter(index, task):
+            out.extend(affinity_reasons(index, table, task))
+        if self.args.pod_topology_spread and task.spec.terms.spread:
+            out.extend(spread_reasons(index, table, task))
+        return out
 
     def _static_masks(self, task: TaskInfo, table: NodeTable) -> _Static:
         key = task.spec.signature
@@ -129,6 +165,8 @@ class Predicates(PluginBase[PredicatesArgs]):
         mask = self._static_masks(task, table).combined & self._pods_ok(table)
         if task.spec.host_ports:
             mask &= self._ports_ok(task, table)
+        for failed, _ in self._pod_reasons(task, table):
+            mask &= ~failed
         return mask
 
     def predicate_reasons(
@@ -142,4 +180,5 @@ class Predicates(PluginBase[PredicatesArgs]):
             (~self._ports_ok(task, table), REASON_PORTS),
         ]
         out.extend(static.taint_reasons)
+        out.extend(self._pod_reasons(task, table))
         return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.errors import ObjectError
+from scheduler.api.podterms import EMPTY_TERMS, PodTerms, parse_pod_terms
 from scheduler.api.resource import PODS, QuantityError, Resource, resource_from_list
 
 __all__ = [
@@ -79,6 +80,8 @@ class PodSpecInfo:
     preferred_terms: tuple[PreferredTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    terms: PodTerms = EMPTY_TERMS
+    """Labels, inter-pod (anti-)affinity, topology spread and images (pod-to-pod relations)."""
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -179,6 +182,7 @@ def parse_pod_spec(pod: Mapping[str, Any]) -> PodSpecInfo:
         preferred_terms=tuple(preferred_terms),
         tolerations=tuple(tolerations),
         host_ports=tuple(ports),
+        terms=parse_pod_terms(pod, err),
     )
 
 

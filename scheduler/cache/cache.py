@@ -72,6 +72,8 @@ class SchedulerCache(CacheWrites):
         self.podgroups: dict[JobID, PodGroup] = {}
         self.queues: dict[QueueID, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        """Namespace name → labels (read by pod affinity terms' namespaceSelector)."""
         self.device_objects: dict[str, Mapping[str, Any]] = {}
         """Koordinator ``Device`` objects (one per node, named after it), kept raw."""
         self.resync = ResyncQueue(clock=clock)
@@ -108,6 +110,7 @@ class SchedulerCache(CacheWrites):
             "Queue": self._queue,
             "PriorityClass": self._priority_class,
             "Device": self._device,
+            "Namespace": self._namespace,
         }.get(kind)
         if handler is None:
             return
@@ -244,6 +247,18 @@ class SchedulerCache(CacheWrites):
             )
         self.priority_classes[name] = (value, bool(obj.get("globalDefault")))
 
+    def _namespace(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if deleted:
+            self.namespace_labels.pop(name, None)
+            return
+        labels = meta.get("labels") or {}
+        if not isinstance(labels, Mapping):
+            raise ObjectError(kind="Namespace", name=name, field="metadata.labels",
+                              problem="must be a map of strings")
+        self.namespace_labels[name] = {str(k): str(v) for k, v in labels.items()}
+
     def _device(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         if deleted:
@@ -289,7 +304,8 @@ class SchedulerCache(CacheWrites):
                 if job is not None:
                     job.add_task(task)
             queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
-            return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
+            return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
+                            namespace_labels=dict(self.namespace_labels))
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

@@ -120,6 +120,7 @@ class Session:
         self.node_list: list[NodeInfo] = snapshot.nodes
         self.nodes: dict[str, NodeInfo] = {node.name: node for node in snapshot.nodes}
         self.table = NodeTable(snapshot.nodes, extra_dims=snapshot.device_dims)
+        self.namespace_labels = snapshot.namespace_labels
         self.total_resource = Resource()
         for node in self.node_list:
             self.total_resource.add(node.allocatable)

@@ -19,3 +19,5 @@ class Snapshot:
     queues: dict[QueueID, QueueInfo] = field(default_factory=dict)
     device_dims: frozenset[str] = frozenset()
     """Scalar resource names device families report per node (kept in the node table)."""
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Namespace name → its labels, for pod affinity terms' ``namespaceSelector``."""

@@ -37,11 +37,12 @@ CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "queues", "devices",
 KINDS = {"nodes": "Node", "pods": "Pod", "priorityclasses": "PriorityClass",
          "podgroups": "PodGroup", "queues": "Queue", "devices": "Device", "leases": "Lease",
          "events": "Event", "namespaces": "Namespace"}
-DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "scheduling.k8s.io/v1/priorityclasses",
+DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "v1/namespaces",
+                       "scheduling.k8s.io/v1/priorityclasses",
                        "scheduling.volcano.sh/v1beta1/podgroups",
                        "scheduling.volcano.sh/v1beta1/queues", "coordination.k8s.io/v1/leases")
 DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
-STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, "v1/namespaces", DEVICES)
+STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES)
 
 
 def is_namespaced(plural: str) -> bool:

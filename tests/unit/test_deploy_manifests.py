@@ -54,6 +54,7 @@ CLUSTER_NEEDS = {
     ("", "pods/status", "patch"),
     ("", "nodes", "get"), ("", "nodes", "list"), ("", "nodes", "watch"), ("", "nodes", "update"),
     ("", "events", "create"), ("", "events", "patch"),
+    ("", "namespaces", "list"), ("", "namespaces", "watch"),
     ("scheduling.k8s.io", "priorityclasses", "list"),
     ("scheduling.k8s.io", "priorityclasses", "watch"),
     ("scheduling.volcano.sh", "podgroups", "list"),

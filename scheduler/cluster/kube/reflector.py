@@ -32,6 +32,7 @@ from scheduler.cluster.kube.retry import status_of
 
 __all__ = [
     "DEVICES",
+    "NAMESPACES",
     "NODES",
     "PODGROUPS",
     "PODS",
@@ -77,10 +78,11 @@ PODS = ResourceSpec("Pod", "/api/v1", "pods")
 PRIORITY_CLASSES = ResourceSpec("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses")
 PODGROUPS = ResourceSpec("PodGroup", "/apis/scheduling.volcano.sh/v1beta1", "podgroups")
 QUEUES = ResourceSpec("Queue", "/apis/scheduling.volcano.sh/v1beta1", "queues")
+NAMESPACES = ResourceSpec("Namespace", "/api/v1", "namespaces")
 DEVICES = ResourceSpec("Device", "/apis/scheduling.koordinator.sh/v1alpha1", "devices",
                        optional=True)
 RESOURCES: tuple[ResourceSpec, ...] = (
-    NODES, PODS, PRIORITY_CLASSES, PODGROUPS, QUEUES, DEVICES)
+    NODES, PODS, PRIORITY_CLASSES, PODGROUPS, QUEUES, NAMESPACES, DEVICES)
 
 
 class WatchError(Exception):
