@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from scheduler.cluster.manifests import load_manifests
 from scheduler.conf import DEFAULT_CONF, load_conf, parse_conf
 from scheduler.simulate import run_simulation
@@ -35,11 +33,6 @@ def test_volcano_helm_default_conf_runs_on_quickstart() -> None:
     _run(CONFS / "volcano-scheduler.conf")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="names the sla and network-topology-aware plugins, accepted once the plugin "
-    "registry knows Volcano's full list (separate work)",
-)
 def test_volcano_ci_conf_runs_on_quickstart() -> None:
     _run(CONFS / "volcano-scheduler-ci.conf")
 

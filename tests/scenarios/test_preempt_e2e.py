@@ -8,8 +8,6 @@ case makes to it. Matched against ``actions/preempt/preempt.go`` (``Execute``, `
 
 from __future__ import annotations
 
-import pytest
-
 from tests.builders import make_node, make_pod, make_podgroup, simulate
 from tests.scenarios.preemption_helpers import (
     e2e_conf,
@@ -161,10 +159,6 @@ def _anti_affinity(labels: dict[str, str]) -> dict:
         {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="needs the inter-pod (anti-)affinity predicate, which lands separately",
-)
 def test_preempt_low_priority_pod_with_anti_affinity_constraint() -> None:
     """Topology-aware preemption: the preemptors are anti-affine to the blockers, so exactly
     the blockers go (the bystanders are reprieved) and one blocker survives."""
