@@ -37,11 +37,15 @@ def build_simulation(
     seed: int = 0,
     clock: SimClock | None = None,
     setup: Callable[[SimCluster, SchedulerCache], None] | None = None,
+    owned: bool = False,
 ) -> tuple[SimCluster, SchedulerCache, Scheduler]:
-    """Wire an embedded cluster, a cache and a scheduler together (nothing runs yet)."""
+    """Wire an embedded cluster, a cache and a scheduler together (nothing runs yet).
+
+    ``owned`` hands the manifests' objects to the cluster instead of copying them (the CLI
+    does, having just loaded them)."""
     clock = clock or SimClock()
     cluster = SimCluster(clock=clock, scheduler_names=tuple(scheduler_names))
-    cluster.load(manifests)
+    cluster.load(manifests, owned=owned)
     devices = device_support(conf)
     cache = SchedulerCache(
         writer=cluster, scheduler_names=scheduler_names, clock=clock, **devices.cache_options()
@@ -64,9 +68,10 @@ def run_simulation(
     seed: int = 0,
     max_cycles: int = 100,
     period: float = 1.0,
+    owned: bool = False,
 ) -> SimulationResult:
     cluster, cache, scheduler = build_simulation(
-        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed
+        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed, owned=owned
     )
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()
