@@ -21,14 +21,13 @@ switch, argument or section Lahar accepts for compatibility but does not act on,
 warning naming it (:func:`ignored`), collected in :attr:`SchedulerConf.warnings` for the CLI to
 print (``lahar run`` logs them).
 
-An empty conf is what Volcano calls invalid: Volcano then keeps running its built-in default,
-and so does Lahar, with a warning. A conf without ``actions`` gets Volcano's default actions,
-also with a warning (Volcano would reject it and fall back to the whole default conf).
+An empty conf is an error, as in Volcano, whose scheduler then starts with its built-in default
+conf or, on a reload, keeps the conf it has; ``lahar run`` does the same. A conf without
+``actions`` gets Volcano's default actions with a warning (Volcano would reject it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,9 +237,10 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
     except yaml.YAMLError as exc:
         raise ConfError(f"{source}: not valid YAML: {exc}") from None
     if raw is None or raw == {}:
-        default = parse_conf(DEFAULT_CONF, source=source)
-        warning = f"{source}: the conf is empty; using the built-in default conf, as Volcano does"
-        return dataclasses.replace(default, warnings=(warning,))
+        raise ConfError(
+            f"{source}: the conf is empty; it needs actions and tiers (like Volcano, lahar run "
+            f"then starts with the built-in default conf, or keeps the conf it has on reload)"
+        )
     if not isinstance(raw, Mapping):
         raise ConfError(f"{source}: the conf must be a YAML map")
     warnings: list[str] = []

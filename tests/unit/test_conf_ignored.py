@@ -15,7 +15,7 @@ import structlog
 import structlog.testing
 
 from scheduler.cli import main
-from scheduler.conf import DEFAULT_CONF, ConfError, ignored, load_conf, parse_conf
+from scheduler.conf import ConfError, ignored, load_conf, parse_conf
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "conf" / "samples" / "quickstart.yaml"
 TIERS = """
@@ -30,13 +30,9 @@ def _conf(text: str) -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "{}"])
-def test_empty_conf_runs_the_default_with_a_warning(text: str) -> None:
-    conf = parse_conf(text, source="t.conf")
-    default = parse_conf(DEFAULT_CONF)
-    assert conf.actions == default.actions and conf.tiers == default.tiers
-    assert conf.warnings == (
-        "t.conf: the conf is empty; using the built-in default conf, as Volcano does",
-    )
+def test_empty_conf_is_an_error(text: str) -> None:
+    with pytest.raises(ConfError, match=r"t\.conf: the conf is empty; it needs actions and tiers"):
+        parse_conf(text, source="t.conf")
 
 
 def test_conf_without_actions_warns_and_uses_volcano_default_actions() -> None:
@@ -178,15 +174,12 @@ def test_cli_prints_each_warning_once(
     assert capsys.readouterr().err.count("predicate.CacheEnable") == 1
 
 
-def test_cli_runs_the_default_for_an_empty_conf(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_refuses_an_empty_conf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "empty.conf"
     path.write_text("")
-    assert main(["conf", "check", str(path)]) == 0
-    captured = capsys.readouterr()
-    assert "the conf is empty; using the built-in default conf" in captured.err
-    assert "actions: enqueue, allocate, backfill" in captured.out
+    assert main(["conf", "check", str(path)]) == 2
+    assert "the conf is empty" in capsys.readouterr().err
+    assert main(["simulate", "--conf", str(path), str(QUICKSTART)]) == 2
 
 
 def test_load_conf_logs_warnings_for_lahar_run(tmp_path: Path) -> None:

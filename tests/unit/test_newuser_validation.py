@@ -82,7 +82,7 @@ def test_negative_pod_in_a_running_cluster_is_reported_and_skipped() -> None:
 
 def test_negative_device_request_is_refused_like_any_other_quantity(tmp_path: Path) -> None:
     pod = make_pod("p", limits={"volcano.sh/gpu-memory": "-4000"})
-    with pytest.raises(ManifestError, match="volcano.sh/gpu-memory': '-4000' must be greater"):
+    with pytest.raises(ManifestError, match=r"volcano\.sh/gpu-memory': '-4000' must be greater"):
         load_manifests([_write(tmp_path, [pod])])
 
 
