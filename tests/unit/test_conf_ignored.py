@@ -108,7 +108,7 @@ configurations:
         ("{name: gang, enabledClusterOrder: true}", "enabledClusterOrder"),
         ("{name: priority, enableBestNode: false}", "enableBestNode"),
         ("{name: binpack, enableJobOrder: false}", "enableJobOrder"),
-        ("{name: drf, enableHierarchy: true}", "enableHierarchy"),
+        ("{name: overcommit, enableHierarchy: true}", "enableHierarchy"),
         ("{name: gang, enabledHyperNodeOrder: true}", "enabledHyperNodeOrder"),
     ],
 )

@@ -54,6 +54,12 @@ def _write(tmp_path: Path, docs: list[dict[str, Any]], name: str = "cluster.yaml
             "Node n1: field status.allocatable: resource 'pods': '-1'",
             id="node-pods",
         ),
+        pytest.param(
+            [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+              "metadata": {"name": "q"}, "spec": {"weight": 1, "capability": {"cpu": "-1"}}}],
+            "Queue q: field spec.capability: resource 'cpu': '-1'",
+            id="queue-capability",  # Volcano's queue webhook: ValidateResourceQuantityValue
+        ),
     ],
 )
 def test_negative_quantity_is_a_load_error_naming_file_object_and_field(
