@@ -6,8 +6,9 @@ reported before anything is scheduled, naming the document, the object and the f
 given twice (same kind, namespace and name) is a warning naming both places; the later one wins,
 as a second ``kubectl apply`` would.
 
-Files are read with libyaml's loader when PyYAML was built with it: on a 20,000-pod file the
-pure-Python loader takes several times longer than everything else ``lahar simulate`` does.
+Files are read with libyaml's loader when PyYAML was built with it, through
+:mod:`scheduler.cluster.yamlload`: on a 20,000-pod file PyYAML's pure-Python loader took longer
+than everything else ``lahar simulate`` does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from scheduler.api.node import node_from_object
 from scheduler.api.podgroup import podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
+from scheduler.cluster.yamlload import load_all
 
 __all__ = [
     "KINDS",
@@ -36,7 +38,6 @@ __all__ = [
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
 _NAMESPACED = ("Pod", "PodGroup")
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _GROUPS = {
     "Node": ("v1",),
     "Pod": ("v1",),
@@ -81,7 +82,7 @@ def parse_documents(text: str, *, source: str) -> list[Manifest]:
     out: list[Manifest] = []
     number = 0
     try:
-        for number, doc in enumerate(yaml.load_all(text, Loader=_LOADER), start=1):
+        for number, doc in enumerate(load_all(text), start=1):
             out.extend(_expand(f"{source}#{number}", doc))
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}#{number + 1}: not valid YAML: {exc}") from None
