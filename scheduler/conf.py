@@ -306,7 +306,11 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
 def _configurations(
     raw: Any, actions: Sequence[str], source: str, warnings: list[str]
 ) -> dict[str, Mapping[str, Any]]:
-    """Per-action arguments. Like Volcano, the first entry for an action is the one used."""
+    """Per-action arguments. Like Volcano, the first entry for an action is the one used.
+
+    An action class may declare a typed ``Args`` dataclass, as plugins do; its arguments are then
+    type-checked here and unknown keys warned about. Without one, the keys Volcano's action
+    reads (:data:`VOLCANO_ACTION_ARGUMENTS`) are passed on and any other key is warned about."""
     if raw is None:
         return {}
     if not isinstance(raw, Sequence) or isinstance(raw, str):
