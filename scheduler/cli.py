@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
 
@@ -131,7 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger_factory=structlog.PrintLoggerFactory(_CurrentStderr())  # type: ignore[arg-type]
     )
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # The reader went away (``lahar simulate -o yaml big.yaml | head``): stop quietly.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

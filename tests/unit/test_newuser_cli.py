@@ -124,3 +124,21 @@ def test_empty_list_output_parses(output: str) -> None:
     write_list([], out, output=output)
     assert yaml.safe_load(out.getvalue()) == {
         "apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}
+
+
+def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
+    """``lahar simulate -o yaml big.yaml | head``: no traceback once the reader is gone."""
+    objects = [make_node(f"n{i}", cpu="64", memory="256Gi") for i in range(20)]
+    objects += [make_pod(f"p{i}", cpu="1") for i in range(400)]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "scheduler", "simulate", str(path), "-o", "yaml"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.readline() == "apiVersion: v1\n"
+    child.stdout.close()
+    stderr = child.stderr.read()
+    assert child.wait(timeout=120) == 1
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
