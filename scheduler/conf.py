@@ -23,7 +23,7 @@ print (``lahar run`` logs them).
 
 An empty conf is an error, as in Volcano, whose scheduler then starts with its built-in default
 conf or, on a reload, keeps the conf it has; ``lahar run`` does the same. A conf without
-``actions`` gets Volcano's default actions with a warning (Volcano would reject it).
+``actions`` gets Volcano's default actions (``enqueue, allocate, backfill``).
 """
 
 from __future__ import annotations
@@ -244,13 +244,7 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
     if not isinstance(raw, Mapping):
         raise ConfError(f"{source}: the conf must be a YAML map")
     warnings: list[str] = []
-    actions_text = raw.get("actions")
-    if actions_text is None:
-        actions_text = _DEFAULT_ACTIONS
-        warnings.append(
-            f"{source}: no actions given; using {_DEFAULT_ACTIONS!r} (Volcano would reject "
-            f"this conf and run its built-in default conf instead)"
-        )
+    actions_text = raw.get("actions", _DEFAULT_ACTIONS)
     if not isinstance(actions_text, str):
         raise ConfError(f"{source}: actions must be a comma-separated string")
     actions = tuple(a.strip() for a in actions_text.split(",") if a.strip())

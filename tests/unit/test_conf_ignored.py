@@ -35,10 +35,10 @@ def test_empty_conf_is_an_error(text: str) -> None:
         parse_conf(text, source="t.conf")
 
 
-def test_conf_without_actions_warns_and_uses_volcano_default_actions() -> None:
+def test_conf_without_actions_uses_volcano_default_actions() -> None:
     conf = parse_conf(TIERS, source="t.conf")
     assert conf.actions == ("enqueue", "allocate", "backfill")
-    assert any("no actions given" in w for w in conf.warnings)
+    assert conf.warnings == ()
 
 
 def test_empty_actions_is_an_error() -> None:
