@@ -31,6 +31,7 @@ def dominant_share(allocated: Resource, total: Resource) -> float:
 
 class Drf(PluginBase[NoArgs]):
     NAME = "drf"
+    FLAGS = ("enableHierarchy",)
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)

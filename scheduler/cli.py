@@ -1,4 +1,9 @@
-"""The ``lahar`` command line: ``simulate``, ``conf check`` and (with a cluster) ``run``.
+"""The ``lahar`` command line: ``simulate``, ``conf check``, ``inspect`` and (with a cluster)
+``run``.
+
+Every sub-command is registered unconditionally: a broken installation fails with its import
+error instead of quietly losing commands. Conf and manifest warnings are printed once each, as
+``warning: …`` lines on stderr.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (manifests, conf, flags).
 """
@@ -6,22 +11,41 @@ Exit codes: 0 success, 1 runtime failure, 2 bad input (manifests, conf, flags).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
 
 import structlog
 
+from scheduler.cluster.kube.run import add_run_arguments, run_main
 from scheduler.cluster.manifests import ManifestError, load_manifests
-from scheduler.conf import ConfError, load_conf
-from scheduler.report import render_list, render_table
+from scheduler.conf import ConfError, SchedulerConf, load_conf
+from scheduler.inspect import add_inspect_arguments
+from scheduler.report import render_table, write_list
 from scheduler.simulate import run_simulation
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main", "version"]
+
+
+def version() -> str:
+    """The installed distribution's version (the source tree's when run uninstalled)."""
+    try:
+        return importlib.metadata.version("lahar")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _load_conf(path: str | None) -> SchedulerConf:
+    conf = load_conf(path, log_warnings=False)
+    for warning in conf.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return conf
 
 
 def _simulate(args: argparse.Namespace) -> int:
     try:
-        conf = load_conf(args.conf)
+        conf = _load_conf(args.conf)
         manifests, warnings = load_manifests(args.files)
     except (ConfError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -35,24 +59,23 @@ def _simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_cycles=args.max_cycles,
     )
+    del manifests  # the cluster holds copies now; let the loaded objects go
     objects = result.cluster.all_objects()
     if args.output == "table":
-        sys.stdout.write(render_table(objects))
+        sys.stdout.write(render_table(objects, scheduler_names=result.cluster.scheduler_names))
         state = "settled" if result.settled else "stopped at --max-cycles"
         sys.stdout.write(f"\n{result.cycles} cycle(s), {state}.\n")
     else:
-        sys.stdout.write(render_list(objects, output=args.output))
+        write_list(objects, sys.stdout, output=args.output)
     return 0
 
 
 def _conf_check(args: argparse.Namespace) -> int:
     try:
-        conf = load_conf(args.conf)
+        conf = _load_conf(args.conf)
     except ConfError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for warning in conf.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
     tiers = "; ".join(", ".join(p.name for p in tier) for tier in conf.tiers)
     print(f"{conf.source}: ok (actions: {', '.join(conf.actions)}; tiers: {tiers})")
     return 0
@@ -64,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Volcano-style batch scheduler "
         "for Kubernetes with GPU/RDMA/FPGA device sharing.",
     )
+    parser.add_argument("--version", action="version", version=f"lahar {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="schedule Kubernetes manifests on the embedded cluster")
     sim.add_argument(
@@ -84,27 +108,37 @@ def build_parser() -> argparse.ArgumentParser:
     check = conf_sub.add_parser("check", help="validate a scheduler conf")
     check.add_argument("conf", nargs="?", help="conf file (default: the built-in conf)")
     check.set_defaults(func=_conf_check)
-    try:
-        from scheduler.inspect import add_inspect_arguments
-    except ImportError:
-        pass
-    else:
-        add_inspect_arguments(sub)
-    try:
-        from scheduler.cluster.kube.run import add_run_arguments, run_main
-    except ImportError:
-        pass
-    else:
-        run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
-        add_run_arguments(run)
-        run.set_defaults(func=run_main)
+    add_inspect_arguments(sub)
+    run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
+    add_run_arguments(run)
+    run.set_defaults(func=run_main)
     return parser
 
 
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is at write time: binding the stream object itself would keep
+    logging into a stream that was swapped and closed (an embedding program, a test runner)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr())  # type: ignore[arg-type]
+    )
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # The reader went away (``lahar simulate -o yaml big.yaml | head``): stop quietly.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,9 +16,18 @@ configurations:
 ```
 
 An unknown action or plugin, a non-boolean ``enable…`` flag or a wrongly typed plugin argument
-is a :class:`ConfError` naming it. Unknown argument keys only warn. A plugin Volcano has but Lahar
-does not implement (``network-topology-aware``, ``tdm``, ...) is skipped with a warning, so stock
-Volcano confs load unchanged; ``capacity`` and ``proportion`` together are refused.
+is a :class:`ConfError` naming it. Nothing is accepted silently: an unknown key, and every
+switch, argument or section Lahar accepts for compatibility but does not act on, gives one
+warning naming it (:func:`ignored`), collected in :attr:`SchedulerConf.warnings` for the CLI to
+print (``lahar run`` logs them).
+
+An empty conf is an error, as in Volcano, whose scheduler then starts with its built-in default
+conf or, on a reload, keeps the conf it has; ``lahar run`` does the same. A conf without
+``actions`` gets Volcano's default actions (``enqueue, allocate, backfill``).
+
+A plugin Volcano has but Lahar does not implement (``network-topology-aware``, ``tdm``, ...)
+is skipped with a warning, so stock Volcano confs load unchanged; ``capacity`` and
+``proportion`` together are refused.
 """
 
 from __future__ import annotations
@@ -34,14 +43,19 @@ import yaml
 from actions import ACTIONS
 from plugins import PLUGINS
 from scheduler.framework.arguments import ArgumentError, parse_args
+from scheduler.framework.hooks import HOOK_FLAGS
 
 __all__ = [
     "DEFAULT_CONF",
+    "IGNORED_ACTION_ARGUMENTS",
+    "IGNORED_PLUGIN_ARGUMENTS",
     "PLUGIN_FLAGS",
+    "VOLCANO_ACTION_ARGUMENTS",
     "VOLCANO_PLUGINS",
     "ConfError",
     "PluginOption",
     "SchedulerConf",
+    "ignored",
     "load_conf",
     "parse_conf",
 ]
@@ -91,6 +105,51 @@ PLUGIN_FLAGS = (
     "enabledHyperNodeGradient",
 )
 _FLAG_DEFAULT_OFF = {"enableHierarchy", "enabledClusterOrder"}
+_DEFAULT_ACTIONS = "enqueue, allocate, backfill"
+
+_NO_VOLUMES = "Lahar does not model volumes, so pods' volumes are never checked"
+IGNORED_PLUGIN_ARGUMENTS: dict[str, dict[str, str]] = {
+    "predicates": {
+        "predicate.NodeVolumeLimitsEnable": _NO_VOLUMES,
+        "predicate.VolumeZoneEnable": _NO_VOLUMES,
+        "predicate.VolumeBindingEnable": _NO_VOLUMES + " and claims are never bound",
+        "predicate.CacheEnable": "Lahar always shares node-only predicate results between pods "
+        "with the same constraints; placements are the same either way",
+    },
+}
+"""Plugin arguments Lahar accepts (Volcano has them) but does not act on, with the reason."""
+
+_NO_ERROR_CACHE = (
+    "a speed-up in Volcano; Lahar keeps no predicate error cache and places pods the same way"
+)
+IGNORED_ACTION_ARGUMENTS: dict[str, dict[str, str]] = {
+    "allocate": {"predicateErrorCacheEnable": _NO_ERROR_CACHE},
+    "backfill": {"predicateErrorCacheEnable": _NO_ERROR_CACHE},
+}
+"""Action ``configurations`` arguments Lahar accepts but does not act on, with the reason."""
+
+VOLCANO_ACTION_ARGUMENTS: dict[str, frozenset[str]] = {
+    "allocate": frozenset({"predicateErrorCacheEnable"}),
+    "backfill": frozenset({"predicateErrorCacheEnable"}),
+    "preempt": frozenset({
+        "predicateErrorCacheEnable", "enableTopologyAwarePreemption",
+        "topologyAwarePreemptWorkerNum", "minCandidateNodesPercentage",
+        "minCandidateNodesAbsolute", "maxCandidateNodesAbsolute",
+    }),
+    "reclaim": frozenset({"predicateErrorCacheEnable"}),
+    "gangpreempt": frozenset({"maxDomains", "allowWholeBundle"}),
+    "gangreclaim": frozenset({"maxDomains", "allowWholeBundle"}),
+}
+"""The ``configurations`` keys Volcano's actions read. An action whose class declares no
+``Args`` is trusted to read these itself; any other key is unknown."""
+
+
+def ignored(where: str, what: str, why: str) -> str:
+    """The one wording of "accepted but not acted on": ``<where>: <what> is ignored: <why>``.
+
+    Every such warning of the conf goes through here so users see one shape, whatever the
+    source (a plugin argument, a flag, an action argument, a whole plugin or section)."""
+    return f"{where}: {what} is ignored: {why}"
 
 VOLCANO_PLUGINS = frozenset({
     "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "extender", "gang",
@@ -147,6 +206,12 @@ def _plugin(raw: Any, where: str, warnings: list[str]) -> PluginOption:
         if not isinstance(value, bool):
             raise ConfError(f"{where} ({name}): {key} must be true or false, got {value!r}")
         flags[key] = value
+    acted_on = _acted_on_flags(cls)
+    for key in flags:
+        if key not in acted_on:
+            warnings.append(
+                ignored(f"{where} ({name})", f"flag {key}", f"{name} has no hook it switches")
+            )
     for key in PLUGIN_FLAGS:
         flags.setdefault(key, key not in _FLAG_DEFAULT_OFF)
     arguments = raw.get("arguments") or {}
@@ -157,7 +222,26 @@ def _plugin(raw: Any, where: str, warnings: list[str]) -> PluginOption:
     except ArgumentError as exc:
         raise ConfError(f"{where}: {exc}") from None
     warnings.extend(arg_warnings)
+    for key, why in IGNORED_PLUGIN_ARGUMENTS.get(name, {}).items():
+        if key in arguments:
+            warnings.append(ignored(f"{where} ({name})", f"argument {key!r}", why))
     return PluginOption(name=name, arguments=dict(arguments), flags=flags, args=args)
+
+
+def _acted_on_flags(cls: type) -> set[str]:
+    """The ``enable…`` flags that change something for plugin class ``cls``: those gating a
+    hook it implements, plus any it reads itself (listed in its optional ``FLAGS``)."""
+    flags = {flag for hook, flag in HOOK_FLAGS.items() if flag and _implements(cls, hook)}
+    flags.update(getattr(cls, "FLAGS", ()))
+    return flags
+
+
+def _implements(cls: type, hook: type) -> bool:
+    try:
+        return issubclass(cls, hook)
+    except TypeError:  # a Protocol with data members: compare attribute names instead
+        names = [n for n in vars(hook) if not n.startswith("_")]
+        return all(hasattr(cls, n) for n in names)
 
 
 def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
@@ -166,15 +250,20 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfError(f"{source}: not valid YAML: {exc}") from None
-    if raw is None:
-        raw = {}
+    if raw is None or raw == {}:
+        raise ConfError(
+            f"{source}: the conf is empty; it needs actions and tiers (like Volcano, lahar run "
+            f"then starts with the built-in default conf, or keeps the conf it has on reload)"
+        )
     if not isinstance(raw, Mapping):
         raise ConfError(f"{source}: the conf must be a YAML map")
     warnings: list[str] = []
-    actions_text = raw.get("actions", "enqueue, allocate, backfill")
+    actions_text = raw.get("actions", _DEFAULT_ACTIONS)
     if not isinstance(actions_text, str):
         raise ConfError(f"{source}: actions must be a comma-separated string")
     actions = tuple(a.strip() for a in actions_text.split(",") if a.strip())
+    if not actions:
+        raise ConfError(f"{source}: actions is empty; name at least one action")
     for action in actions:
         if action not in ACTIONS:
             raise ConfError(
@@ -196,22 +285,23 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
             )
         )
     _check_combinations(tiers, source)
-    configurations: dict[str, Mapping[str, Any]] = {}
-    for i, entry in enumerate(raw.get("configurations") or []):
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-            raise ConfError(f"{source}: configurations[{i}] needs a name")
-        arguments = entry.get("arguments") or {}
-        if not isinstance(arguments, Mapping):
-            raise ConfError(f"{source}: configurations[{i}].arguments must be a map")
-        configurations[entry["name"]] = dict(arguments)
+    if not any(tiers):
+        warnings.append(
+            f"{source}: no plugins in tiers; pods are placed by resources alone "
+            f"(no gang, queue share, priority or node predicates)"
+        )
+    configurations = _configurations(raw.get("configurations"), actions, source, warnings)
     metrics = raw.get("metrics") or {}
     if not isinstance(metrics, Mapping):
         raise ConfError(f"{source}: metrics must be a map")
+    if metrics:
+        warnings.append(
+            ignored(source, "metrics", "no Lahar plugin reads node usage metrics "
+                    "(they feed Volcano's usage and rescheduling plugins)")
+        )
     for key in raw:
         if key not in ("actions", "tiers", "configurations", "metrics"):
             warnings.append(f"{source}: unknown top-level key {key!r} ignored")
-    for warning in warnings:
-        log.warning("conf", message=warning)
     return SchedulerConf(
         actions=actions,
         tiers=tuple(tiers),
@@ -235,6 +325,59 @@ def _skip_unimplemented(raw: Any, where: str, warnings: list[str]) -> bool:
     return True
 
 
+def _configurations(
+    raw: Any, actions: Sequence[str], source: str, warnings: list[str]
+) -> dict[str, Mapping[str, Any]]:
+    """Per-action arguments. Like Volcano, the first entry for an action is the one used.
+
+    An action class may declare a typed ``Args`` dataclass, as plugins do; its arguments are then
+    type-checked here and unknown keys warned about. Without one, the keys Volcano's action
+    reads (:data:`VOLCANO_ACTION_ARGUMENTS`) are passed on and any other key is warned about."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise ConfError(f"{source}: configurations must be a list")
+    out: dict[str, Mapping[str, Any]] = {}
+    for i, entry in enumerate(raw):
+        where = f"{source}: configurations[{i}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ConfError(f"{where} needs a name")
+        name = entry["name"]
+        arguments = entry.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            raise ConfError(f"{where}.arguments must be a map")
+        if name in out:
+            warnings.append(ignored(where, f"a second entry for {name!r}",
+                                    "the first one is used, as in Volcano"))
+            continue
+        out[name] = dict(arguments)
+        if name not in ACTIONS and name not in VOLCANO_ACTION_ARGUMENTS:
+            warnings.append(ignored(where, f"action {name!r}", "there is no such action"))
+            continue
+        if name not in actions:
+            warnings.append(ignored(where, f"action {name!r}", "it is not in actions"))
+            continue
+        cls = ACTIONS.get(name)
+        args_cls = getattr(cls, "Args", None)
+        if args_cls is not None:
+            try:
+                _, arg_warnings = parse_args(args_cls, arguments, owner=f"action {name}")
+            except ArgumentError as exc:
+                raise ConfError(f"{where}: {exc}") from None
+            warnings.extend(arg_warnings)
+        else:
+            known = VOLCANO_ACTION_ARGUMENTS.get(name, frozenset())
+            warnings.extend(
+                f"{where}: action {name}: unknown argument {key!r} ignored"
+                for key in arguments
+                if key not in known
+            )
+        for key, why in IGNORED_ACTION_ARGUMENTS.get(name, {}).items():
+            if key in arguments:
+                warnings.append(ignored(where, f"{name} argument {key!r}", why))
+    return out
+
+
 def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> None:
     names = {p.name for tier in tiers for p in tier}
     if {"capacity", "proportion"} <= names:
@@ -254,12 +397,19 @@ def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> N
             )
 
 
-def load_conf(path: str | Path | None) -> SchedulerConf:
-    """Read a conf file, or the built-in default when ``path`` is None."""
+def load_conf(path: str | Path | None, *, log_warnings: bool = True) -> SchedulerConf:
+    """Read a conf file, or the built-in default when ``path`` is None.
+
+    Its warnings are logged unless ``log_warnings`` is false (the CLI prints them itself)."""
     if path is None:
-        return parse_conf(DEFAULT_CONF, source="<default>")
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_conf(text, source=str(path))
+        conf = parse_conf(DEFAULT_CONF, source="<default>")
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        conf = parse_conf(text, source=str(path))
+    if log_warnings:
+        for warning in conf.warnings:
+            log.warning("conf", message=warning)
+    return conf

@@ -2,14 +2,21 @@
 
 The List output is a contract: every object after scheduling (Nodes, Pods with ``nodeName``,
 annotations, phase and conditions, PodGroups and Queues with status, PriorityClasses) followed
-by the Events, in a stable order.
+by the Events, in a stable order. It is written item by item, so a cluster of tens of thousands
+of pods never exists a second time as one big string; YAML goes through libyaml's emitter when
+PyYAML has it.
+
+The table says why each pending pod waits: the scheduler's own message when there is one, else
+what keeps the pod out of scheduling altogether (another scheduler's pod, a missing PodGroup or
+queue, scheduling gates).
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import IO, Any
 
 import yaml
 
@@ -18,14 +25,38 @@ from scheduler.api.node import node_from_object
 from scheduler.api.pod import pod_requests
 from scheduler.api.resource import CPU, MEMORY, PODS, Resource, format_quantity
 
-__all__ = ["render_list", "render_table"]
+__all__ = ["render_list", "render_table", "write_list"]
+
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def write_list(objects: Sequence[Mapping[str, Any]], out: IO[str], *, output: str) -> None:
+    """Write ``objects`` as one ``v1`` ``List`` in JSON or YAML, one item at a time."""
+    if output == "json":
+        if not objects:
+            out.write('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "metadata": {},\n'
+                      '  "items": []\n}\n')
+            return
+        out.write('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "metadata": {},\n  "items": [\n')
+        for i, obj in enumerate(objects):
+            text = json.dumps(obj, indent=2)
+            out.write(("    " if i == 0 else ",\n    ") + text.replace("\n", "\n    "))
+        out.write("\n  ]\n}\n")
+        return
+    if not objects:
+        out.write("apiVersion: v1\nitems: []\nkind: List\nmetadata: {}\n")
+        return
+    out.write("apiVersion: v1\nkind: List\nmetadata: {}\nitems:\n")
+    for obj in objects:
+        # a one-element list renders exactly as that item of ``items:`` would
+        yaml.dump([obj], out, Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
 
 
 def render_list(objects: Sequence[Mapping[str, Any]], *, output: str) -> str:
-    document = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": list(objects)}
-    if output == "json":
-        return json.dumps(document, indent=2, sort_keys=False) + "\n"
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+    out = io.StringIO()
+    write_list(objects, out, output=output)
+    return out.getvalue()
 
 
 def _usage(name: str, used: float, total: float) -> str:
@@ -41,10 +72,33 @@ def _table(rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _pending_reason(pod: Mapping[str, Any]) -> str:
+def _pending_reason(
+    pod: Mapping[str, Any],
+    *,
+    scheduler_names: Collection[str],
+    groups: Mapping[str, Mapping[str, Any]],
+    queues: Collection[str],
+) -> str:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             return str(condition.get("message") or condition.get("reason") or "")
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    scheduler = spec.get("schedulerName") or "default-scheduler"
+    if scheduler not in scheduler_names:
+        return (f"left to scheduler {scheduler!r} (this run schedules "
+                f"{', '.join(repr(n) for n in scheduler_names)}; see --scheduler-name)")
+    group = (meta.get("annotations") or {}).get(_GROUP_ANNOTATION)
+    namespace = meta.get("namespace", "default")
+    if group:
+        podgroup = groups.get(f"{namespace}/{group}")
+        if podgroup is None:
+            return f"its PodGroup {namespace}/{group} does not exist"
+        queue = str((podgroup.get("spec") or {}).get("queue") or "default")
+        if queue not in queues:
+            return f"the queue {queue!r} of PodGroup {namespace}/{group} does not exist"
+    if spec.get("schedulingGates"):
+        names = ", ".join(str((g or {}).get("name")) for g in spec["schedulingGates"])
+        return f"waiting for scheduling gates: {names}"
     return "not scheduled yet"
 
 
@@ -74,10 +128,25 @@ def _evicted(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return ["", *_table(rows)]
 
 
-def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
+def _owner(group: Mapping[str, Any]) -> str:
+    for ref in (group.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("kind") and ref.get("name"):
+            return f"{ref['kind']}/{ref['name']}"
+    return "-"
+
+
+def render_table(
+    objects: Sequence[Mapping[str, Any]], *, scheduler_names: Collection[str] = ("volcano",)
+) -> str:
     by_kind: dict[str, list[Mapping[str, Any]]] = {}
     for obj in objects:
         by_kind.setdefault(str(obj.get("kind")), []).append(obj)
+    groups_by_key = {
+        f"{(g.get('metadata') or {}).get('namespace', 'default')}/"
+        f"{(g.get('metadata') or {}).get('name')}": g
+        for g in by_kind.get("PodGroup", [])
+    }
+    queues = {str((q.get("metadata") or {}).get("name")) for q in by_kind.get("Queue", [])}
     pods = by_kind.get("Pod", [])
     placed: dict[str, list[str]] = {}
     used: dict[str, Resource] = {}
@@ -128,7 +197,9 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
                 [
                     f"{meta.get('namespace', 'default')}/{meta.get('name')}",
                     group,
-                    _pending_reason(pod),
+                    _pending_reason(
+                        pod, scheduler_names=scheduler_names, groups=groups_by_key, queues=queues
+                    ),
                 ]
             )
         lines += _table(rows)
@@ -138,7 +209,7 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
     groups = by_kind.get("PodGroup", [])
     if groups:
         lines.append("")
-        rows = [["PODGROUP", "QUEUE", "PHASE", "RUNNING", "MIN"]]
+        rows = [["PODGROUP", "QUEUE", "PHASE", "RUNNING", "MIN", "OWNER"]]
         for group in groups:
             meta, spec, status = (
                 group["metadata"],
@@ -152,6 +223,7 @@ def render_table(objects: Sequence[Mapping[str, Any]]) -> str:
                     str(status.get("phase", "Pending")),
                     str(status.get("running", 0)),
                     str(spec.get("minMember", 1)),
+                    _owner(group),
                 ]
             )
         lines += _table(rows)

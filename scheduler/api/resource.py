@@ -345,7 +345,8 @@ def resource_from_list(
     """Build a :class:`Resource` from a Kubernetes ResourceList.
 
     Quota-style names and ``ignored`` names (device resources accounted by device families)
-    are dropped. Raises :class:`QuantityError` naming the resource on a bad quantity.
+    are dropped. Raises :class:`QuantityError` naming the resource on a bad or negative
+    quantity.
     """
     out = Resource()
     if not values:
@@ -357,6 +358,8 @@ def resource_from_list(
             value = _scaled(name, raw)  # type: ignore[arg-type]
         except QuantityError as exc:
             raise QuantityError(f"resource {name!r}: {exc}") from None
+        if value < 0:  # the API server rejects negative requests, limits and capacities
+            raise QuantityError(f"resource {name!r}: {raw!r} must be greater than or equal to 0")
         if name == CPU:
             out.milli_cpu = value
         elif name == MEMORY:

@@ -2,7 +2,8 @@
 
 It stores ordinary Kubernetes objects, plays the parts of the control plane the scheduler relies
 on (admission resolving pod priority, Volcano's podgroup controller giving plain pods a
-one-member PodGroup, the default queue) and the node side (a bound pod starts Running; node-side
+one-member PodGroup named after and owned by the pod's controller, or the pod itself; the
+default queue) and the node side (a bound pod starts Running; node-side
 hooks such as a simulated device plugin run after each bind). It implements the scheduler's
 :class:`~scheduler.cache.interface.ClusterWriter` and feeds every change back into the cache, so
 the same scheduling code runs here as against a real API server.
@@ -46,6 +47,27 @@ class SimClock:
         self.now += seconds
 
 
+def _copy(value: Any) -> Any:
+    """A deep copy of parsed YAML/JSON (maps, lists, scalars), several times faster than
+    :func:`copy.deepcopy`, which matters for tens of thousands of manifests."""
+    if type(value) is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy(item) for item in value]
+    if isinstance(value, dict | list | tuple | set):
+        return copy.deepcopy(value)
+    return value
+
+
+def _controller_of(meta: Mapping[str, Any]) -> Obj:
+    """The pod's controller reference (its PodGroup is shared by the controller's pods, as
+    Volcano's podgroup controller names it), else a reference to the pod itself."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
+            return {k: ref[k] for k in ("apiVersion", "kind", "name", "uid") if k in ref}
+    return {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -68,8 +90,13 @@ class SimCluster:
 
     # -- loading --------------------------------------------------------------------------
     def load(self, manifests: Iterable[Manifest]) -> None:
+        """Store copies of the objects of ``manifests``; a later object of the same key
+        replaces an earlier one.
+
+        Always copies: YAML anchors and merge keys (``<<: *pod``) make several manifests share
+        one ``spec`` map, and a bind writing ``spec.nodeName`` into it would bind them all."""
         for i, manifest in enumerate(manifests):
-            obj = copy.deepcopy(manifest.obj)
+            obj = _copy(manifest.obj)
             meta = obj.setdefault("metadata", {})
             if obj["kind"] in ("Pod", "PodGroup"):
                 meta.setdefault("namespace", "default")
@@ -116,8 +143,11 @@ class SimCluster:
                 continue
             if GROUP_NAME_ANNOTATION in annotations:
                 continue
-            group = f"podgroup-{meta['uid']}"
+            owner = _controller_of(meta)
+            group = f"podgroup-{owner['uid']}"
             annotations[GROUP_NAME_ANNOTATION] = group
+            if f"{meta['namespace']}/{group}" in self.objects.get("PodGroup", {}):
+                continue  # another pod of the same controller made it
             podgroup: Obj = {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "PodGroup",
@@ -126,14 +156,7 @@ class SimCluster:
                     "namespace": meta["namespace"],
                     "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:pg/{group}")),
                     "creationTimestamp": meta["creationTimestamp"],
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Pod",
-                            "name": meta["name"],
-                            "uid": meta["uid"],
-                        }
-                    ],
+                    "ownerReferences": [owner],
                 },
                 "spec": {
                     "minMember": 1,

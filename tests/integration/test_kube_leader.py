@@ -66,13 +66,16 @@ def holder(apiserver: ApiServerDouble) -> str:
 
 def test_only_one_of_two_electors_leads_and_a_release_hands_over(
         apiserver: ApiServerDouble, candidates: list[Candidate]) -> None:
+    """``is_leader()`` turns true inside the elector's thread *before* it starts the
+    ``on_started_leading`` thread, so the test waits for the callbacks it then reads, never
+    for ``is_leader()`` (reading ``started`` right after ``is_leader()`` raced that thread)."""
     for candidate in candidates:
         candidate.campaign()
-    wait_until(lambda: any(c.elector.is_leader() for c in candidates), message="a leader")
+    wait_until(lambda: any(c.started for c in candidates), message="a leader")
     counts = sample_leaders(candidates, 2.5)  # longer than a lease duration: renewals happen
     # Never two leaders; a loaded machine may delay a renewal past the deadline now and then.
     assert max(counts) == 1 and counts.count(1) > 0.8 * len(counts)
-    leader = next(c for c in candidates if c.elector.is_leader())
+    leader = next(c for c in candidates if c.started)
     standby = next(c for c in candidates if c is not leader)
     assert holder(apiserver) == leader.elector.identity
     assert len(leader.started) == 1 and standby.started == []
@@ -80,7 +83,7 @@ def test_only_one_of_two_electors_leads_and_a_release_hands_over(
     assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 2
 
     leader.elector.stop()
-    wait_until(lambda: standby.elector.is_leader(), timeout=4.0, message="hand-over")
+    wait_until(lambda: bool(standby.started), timeout=4.0, message="hand-over")
     assert len(leader.stopped) == 1
     assert not leader.elector.is_leader()
     assert holder(apiserver) == standby.elector.identity

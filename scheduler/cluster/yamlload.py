@@ -1,0 +1,88 @@
+"""Fast loading of multi-document YAML into plain Python data, as ``yaml.safe_load_all`` would.
+
+Kubernetes manifests are big trees of maps, lists and strings. With libyaml (PyYAML's
+``CSafeLoader``) parsing and composing run in C, but two Python steps per node remain and
+dominate: resolving each plain scalar's tag with a list of regular expressions, and PyYAML's
+generic, generator-based constructor. Here a scalar's tag is resolved once per distinct text
+(manifests repeat ``v1``, ``Pod``, namespaces and quantities thousands of times) and maps, lists
+and strings are built by a direct recursion. Every other node — numbers, booleans, nulls,
+timestamps, explicit tags, merge keys (``<<``) — goes to PyYAML's own safe constructor, so the
+result is exactly what ``yaml.safe_load_all`` returns, aliases shared the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+__all__ = ["load_all"]
+
+_BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_STR = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _Loader(_BASE):
+    """libyaml's safe loader with a per-load memo of plain scalars' resolved tags."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.plain_tags: dict[str, str] = {}
+
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode and implicit[0]:
+            tag = self.plain_tags.get(value)
+            if tag is None:
+                tag = self.plain_tags[value] = super().resolve(kind, value, implicit)
+            return tag
+        return str(super().resolve(kind, value, implicit))
+
+
+def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
+    kind, tag = type(node), node.tag
+    if kind is ScalarNode:
+        return node.value if tag == _STR else loader.construct_object(node)
+    done = shared.get(id(node))
+    if done is not None:
+        return done  # an alias of a node built already
+    if kind is MappingNode and tag == _MAP:
+        if any(key.tag == _MERGE for key, _ in node.value):
+            return loader.construct_object(node, deep=True)
+        mapping: dict[Any, Any] = {}
+        shared[id(node)] = mapping
+        for key_node, value_node in node.value:
+            key = _build(key_node, loader, shared)
+            try:
+                hash(key)
+            except TypeError:
+                raise ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    "found unhashable key", key_node.start_mark) from None
+            mapping[key] = _build(value_node, loader, shared)
+        return mapping
+    if kind is SequenceNode and tag == _SEQ:
+        sequence: list[Any] = []
+        shared[id(node)] = sequence
+        sequence.extend([_build(item, loader, shared) for item in node.value])
+        return sequence
+    return loader.construct_object(node, deep=True)
+
+
+def load_all(text: str) -> Iterator[Any]:
+    """The documents of ``text``, one at a time; raises :class:`yaml.YAMLError` like PyYAML."""
+    loader = _Loader(text)
+    try:
+        while loader.check_node():
+            document = _build(loader.get_node(), loader, {})
+            # what PyYAML's construct_document resets between documents
+            loader.constructed_objects = {}
+            loader.recursive_objects = {}
+            yield document
+    finally:
+        loader.dispose()
