@@ -7,8 +7,8 @@ the node whose fragment grows least scores highest. A card-sharing pod tries eve
 room and keeps the best; that card is also the one it gets (the first card on equal integer
 scores). Whole-card pods take the lowest-numbered fully free cards; CPU-only pods take none.
 
-Cards of one node with the same free milli give the same result, so a pod is scored on the
-distinct (node, free milli) pairs of its candidates rather than on every card.
+Nodes of the same kind (card model, free CPU, free milli per card in any order) score alike,
+so a pod is scored once per kind among its candidates and each node takes its kind's score.
 """
 
 from __future__ import annotations
@@ -39,20 +39,20 @@ def fgd_scores(cache: FragmentCache, pod: PodShape, nodes: np.ndarray) -> np.nda
     """(C,) FGD node scores (0–100) of ``nodes``, which must all fit the pod."""
     cache.refresh()
     nodes = np.asarray(nodes, dtype=np.int64)
-    before = cache.per_node[nodes]
+    # One evaluation per node kind; every node of a kind gets the same score.
+    _, first, inverse = np.unique(cache.kind[nodes], return_index=True, return_inverse=True)
+    sample = nodes[first]
+    before = cache.per_node[sample]
     if not pod.is_share:
-        return _score_of(before - cache.after_whole(pod, nodes))
-    free = cache.states.gpu_free[nodes]
+        return _score_of(before - cache.after_whole(pod, sample))[inverse]
+    free = cache.states.gpu_free[sample]
     rows, cards = np.nonzero(free >= pod.gpu_milli)
-    scores = np.zeros(nodes.size, dtype=np.int64)
-    if rows.size == 0:
-        return scores
-    keys = np.unique(rows * (MILLI + 1) + free[rows, cards])
-    rows, values = keys // (MILLI + 1), keys % (MILLI + 1)
-    delta = before[rows] - cache.after_share(pod, nodes[rows], values)
-    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-    scores[rows[starts]] = _score_of(np.maximum.reduceat(delta, starts))
-    return scores
+    scores = np.zeros(sample.size, dtype=np.int64)
+    if rows.size:
+        delta = before[rows] - cache.after_share(pod, sample[rows], free[rows, cards])
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        scores[rows[starts]] = _score_of(np.maximum.reduceat(delta, starts))
+    return scores[inverse]
 
 
 def fgd_cards(cache: FragmentCache, pod: PodShape, node: int) -> tuple[int, ...]:

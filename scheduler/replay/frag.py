@@ -161,7 +161,8 @@ def fragment_of_nodes(states: NodeStates, target: TargetWorkload) -> np.ndarray:
 class FragmentCache:
     """Per-node fragment terms of ``states`` against ``target``, refreshed by node version."""
 
-    __slots__ = ("_access", "_fits", "_fragment", "_small", "_version", "states", "target")
+    __slots__ = ("_access", "_fits", "_fragment", "_kinds", "_small", "_version", "kind",
+                 "states", "target")
 
     def __init__(self, states: NodeStates, target: TargetWorkload) -> None:
         self.states = states
@@ -172,6 +173,10 @@ class FragmentCache:
         self._fits = np.zeros((n, k), dtype=np.int64)
         self._fragment = np.zeros(n, dtype=np.float64)
         self._version = np.full(n, -1, dtype=np.int64)
+        self._kinds: dict[tuple[int, int, tuple[int, ...]], int] = {}
+        self.kind = np.zeros(n, dtype=np.int64)
+        """Nodes of one kind (model, free CPU, free milli per card in any order) share every
+        fragment figure, before and after any placement; scorers compute once per kind."""
         self.refresh()
 
     def refresh(self) -> None:
@@ -188,6 +193,10 @@ class FragmentCache:
             access=self._node_access(rows), target=self.target,
         )
         self._version[rows] = states.version[rows]
+        for row in rows.tolist():
+            key = (int(states.model[row]), int(states.cpu_free[row]),
+                   tuple(sorted(states.gpu_free[row].tolist())))
+            self.kind[row] = self._kinds.setdefault(key, len(self._kinds))
 
     def _node_access(self, rows: np.ndarray) -> np.ndarray:
         return self._access[:, self.states.model[rows]].T
