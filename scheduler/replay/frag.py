@@ -72,6 +72,8 @@ class TargetWorkload:
     cpu: np.ndarray
     milli: np.ndarray
     num: np.ndarray
+    memory: np.ndarray | None = None
+    """(K,) MiB a shape needs to fit, or None: memory ignored, as in the paper."""
 
     @classmethod
     def from_counts(
@@ -112,6 +114,11 @@ class TargetWorkload:
     def __len__(self) -> int:
         return len(self.shapes)
 
+    def with_memory(self, memory_mib: Mapping[ShapeKey, float]) -> TargetWorkload:
+        """The same shapes, each also needing ``memory_mib[shape]`` MiB free to fit."""
+        needed = np.array([memory_mib.get(k, 0.0) for k in self.shapes], dtype=np.float64)
+        return TargetWorkload(self.shapes, self.prob, self.cpu, self.milli, self.num, needed)
+
     @property
     def is_gpu(self) -> np.ndarray:
         return self.num > 0
@@ -141,11 +148,14 @@ def _fragment(
     fits: np.ndarray,
     idle: np.ndarray,
     cpu: np.ndarray,
+    mem: np.ndarray,
     access: np.ndarray,
     target: TargetWorkload,
 ) -> np.ndarray:
     """(R,) expected fragment of R node states; ``access`` is (R, K)."""
     usable = access & target.is_gpu & (fits >= target.num) & (cpu[:, None] >= target.cpu)
+    if target.memory is not None:
+        usable &= mem[:, None] >= target.memory
     per_shape = np.where(usable, small, idle[:, None])
     return np.asarray(per_shape @ target.prob, dtype=np.float64)
 
@@ -155,7 +165,7 @@ def fragment_of_nodes(states: NodeStates, target: TargetWorkload) -> np.ndarray:
     small, fits = _terms(states.gpu_free, target)
     access = target.access(states.models)[:, states.model].T
     return _fragment(small=small, fits=fits, idle=states.gpu_idle, cpu=states.cpu_free,
-                     access=access, target=target)
+                     mem=states.mem_free, access=access, target=target)
 
 
 class FragmentCache:
@@ -173,7 +183,7 @@ class FragmentCache:
         self._fits = np.zeros((n, k), dtype=np.int64)
         self._fragment = np.zeros(n, dtype=np.float64)
         self._version = np.full(n, -1, dtype=np.int64)
-        self._kinds: dict[tuple[int, int, tuple[int, ...]], int] = {}
+        self._kinds: dict[tuple[int, int, int, tuple[int, ...]], int] = {}
         self.kind = np.zeros(n, dtype=np.int64)
         """Nodes of one kind (model, free CPU, free milli per card in any order) share every
         fragment figure, before and after any placement; scorers compute once per kind."""
@@ -190,11 +200,13 @@ class FragmentCache:
         self._fits[rows] = fits
         self._fragment[rows] = _fragment(
             small=small, fits=fits, idle=states.gpu_idle[rows], cpu=states.cpu_free[rows],
-            access=self._node_access(rows), target=self.target,
+            mem=states.mem_free[rows], access=self._node_access(rows), target=self.target,
         )
         self._version[rows] = states.version[rows]
+        # Free memory splits kinds only when the target looks at it.
+        memory = states.mem_free if self.target.memory is not None else np.zeros(len(states))
         for row in rows.tolist():
-            key = (int(states.model[row]), int(states.cpu_free[row]),
+            key = (int(states.model[row]), int(states.cpu_free[row]), int(memory[row]),
                    tuple(sorted(states.gpu_free[row].tolist())))
             self.kind[row] = self._kinds.setdefault(key, len(self._kinds))
 
@@ -225,6 +237,7 @@ class FragmentCache:
             fits=self._fits[nodes] - cards,
             idle=states.gpu_idle[nodes] - cards * MILLI,
             cpu=states.cpu_free[nodes] - pod.cpu_milli,
+            mem=states.mem_free[nodes] - pod.memory_mib,
             access=self._node_access(nodes),
             target=self.target,
         )
@@ -242,6 +255,7 @@ class FragmentCache:
             fits=fits,
             idle=self.states.gpu_idle[nodes] - pod.gpu_milli,
             cpu=self.states.cpu_free[nodes] - pod.cpu_milli,
+            mem=self.states.mem_free[nodes] - pod.memory_mib,
             access=self._node_access(nodes),
             target=self.target,
         )

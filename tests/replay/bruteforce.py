@@ -16,7 +16,8 @@ MILLI = 1000
 
 
 def shape_fragment(
-    free: Sequence[int], cpu_free: int, model: str, *, cpu: int, milli: int, num: int, spec: frozenset[str]
+    free: Sequence[int], cpu_free: int, model: str, *, cpu: int, milli: int, num: int,
+    spec: frozenset[str], mem_free: float = 0, mem: float = 0,
 ) -> float:
     idle = sum(free)
     if milli == 0:
@@ -24,17 +25,21 @@ def shape_fragment(
     if spec and model not in spec:
         return idle
     fitting = sum(1 for f in free if f >= milli)
-    if fitting >= num and cpu_free >= cpu:
+    if fitting >= num and cpu_free >= cpu and mem_free >= mem:
         return sum(f for f in free if f < milli)
     return idle
 
 
-def node_fragment(free: Sequence[int], cpu_free: int, model: str, target: TargetWorkload) -> float:
+def node_fragment(
+    free: Sequence[int], cpu_free: int, model: str, target: TargetWorkload, mem_free: float = 0
+) -> float:
+    """With ``target.memory`` set, a shape also needs that much of ``mem_free`` to fit."""
     total = 0.0
     for k, key in enumerate(target.shapes):
         total += float(target.prob[k]) * shape_fragment(
             free, cpu_free, model, cpu=key.cpu_milli, milli=key.gpu_milli, num=key.num_gpu,
-            spec=key.gpu_spec,
+            spec=key.gpu_spec, mem_free=mem_free,
+            mem=0 if target.memory is None else float(target.memory[k]),
         )
     return total
 

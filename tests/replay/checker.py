@@ -33,6 +33,7 @@ class Replay:
 def replay(
     *, nodes: list[TraceNode], pods: list[TracePod], policy: str, seed: int,
     tune: float = 1.3, limit: int | None = None, ties: str = "first",
+    options: dict[str, float | int | None] | None = None,
 ) -> Replay:
     rng = random.Random(seed)
     capacity = sum(n.gpus for n in nodes) * 1000
@@ -44,7 +45,7 @@ def replay(
         gpu_counts=[n.gpus for n in shuffled], cpu_milli=[n.cpu_milli for n in shuffled],
         memory_mib=[n.memory_mib for n in shuffled], models=[n.model for n in shuffled])
     target = TargetWorkload.from_keys(shape_key(p.shape, p.spec_text) for p in work.original)
-    chooser = make_policy(policy, states, rng=rng, target=target)
+    chooser = make_policy(policy, states, rng=rng, target=target, **(options or {}))
     metric = FragmentCache(states, target)
     result = Replay(states, [n.name for n in shuffled], RunRecorder(capacity), target)
     arrived = 0

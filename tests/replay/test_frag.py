@@ -166,3 +166,36 @@ def test_fragment_after_a_placement_equals_recomputing(
     cpu_pod = PodShape(cpu_milli=cores * 1000)
     assert cache.after_whole(cpu_pod, np.array([node]))[0] == pytest.approx(
         node_fragment(cards, (cpu_cores - cores) * 1000, model, target))
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=node_lists, target=targets, memory=st.lists(st.integers(0, 64), min_size=6,
+                                                           max_size=6), data=st.data())
+def test_memory_aware_fragment_equals_brute_force(
+    nodes: list[tuple[list[int], int, str]], target: TargetWorkload, memory: list[int],
+    data: st.DataObject,
+) -> None:
+    states = build(nodes)
+    states.mem_free[:] = memory[: len(nodes)]
+    states.version += 1
+    needs = {key: float(data.draw(st.integers(0, 64))) for key in target.shapes}
+    aware = target.with_memory(needs)
+    expected = [node_fragment(cards, cores * 1000, model, aware, mem_free=memory[i])
+                for i, (cards, cores, model) in enumerate(nodes)]
+    cache = FragmentCache(states, aware)
+    assert cache.per_node == pytest.approx(expected)
+    node = data.draw(st.integers(0, len(nodes) - 1))
+    cards, cores, model = nodes[node]
+    pod = PodShape(cpu_milli=0, memory_mib=min(memory[node], 8))
+    assert cache.after_whole(pod, np.array([node]))[0] == pytest.approx(node_fragment(
+        cards, cores * 1000, model, aware, mem_free=memory[node] - pod.memory_mib))
+
+
+def test_memory_starved_cards_are_fragment() -> None:
+    """A 1-card shape needing 64 GiB: a node with a free card but 32 GiB free cannot host it."""
+    target = TargetWorkload.from_counts({ShapeKey(1000, 1000, 1): 1}, popularity=100)
+    states = one_node([1000, 0], cpu_free=8000)
+    states.mem_free[0] = 32 * 1024
+    assert fragment_of_nodes(states, target)[0] == 0
+    hungry = target.with_memory({ShapeKey(1000, 1000, 1): 64 * 1024})
+    assert fragment_of_nodes(states, hungry)[0] == 1000

@@ -282,3 +282,31 @@ def test_online_policy_scores_like_fgd_against_the_same_target() -> None:
     pod = PodShape(cpu_milli=1000, num_gpu=1, gpu_milli=500)
     assert list(policy.score(pod, np.array([0, 1, 2]))) == [43, 54, 37]
     assert policy.choose_cards(pod, 1) == (0,)
+
+
+def test_online_estimate_tracks_the_median_memory_of_each_shape() -> None:
+    estimate = OnlineTargetWorkload()
+    for memory in (8, 16, 16, 64):
+        estimate.observe(PodShape(cpu_milli=1000, memory_mib=memory, num_gpu=1, gpu_milli=500))
+    estimate.observe(PodShape(cpu_milli=2000, memory_mib=4))
+    assert estimate.memory_needs() == {ShapeKey(1000, 500, 1): 16.0, ShapeKey(2000, 0, 0): 4.0}
+    assert estimate.target().memory is None
+    aware = estimate.target(memory_aware=True)
+    assert aware.memory is not None and list(aware.memory) == [16.0, 4.0]
+
+
+def test_memory_aware_online_policy_avoids_starving_a_card_of_memory() -> None:
+    """Two 1-card nodes with 32 GiB free; the 1-card shape seen so far needs 24 GiB. A CPU-only
+    pod of 16 GiB would leave node 0's card without the memory its shape needs (Δ −1000 → 26),
+    so the memory-aware policy prefers node 1, whose card is already taken (Δ 0 → 50)."""
+    states = NodeStates.build(gpu_counts=[1, 1], cpu_milli=[64000, 64000],
+                              memory_mib=[32768, 32768], models=["A", "A"])
+    states.gpu_free[1, 0] = 0
+    states.version += 1
+    plain = FgdOnlinePolicy(states, refresh=1)
+    aware = FgdOnlinePolicy(states, refresh=1, memory_aware=True)
+    for policy in (plain, aware):
+        policy.observe(PodShape(cpu_milli=1000, memory_mib=24576, num_gpu=1, gpu_milli=1000))
+    hog = PodShape(cpu_milli=1000, memory_mib=16384)
+    assert list(plain.score(hog, np.array([0, 1]))) == [50, 50]
+    assert list(aware.score(hog, np.array([0, 1]))) == [26, 50]
