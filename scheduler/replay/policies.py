@@ -90,6 +90,8 @@ def select_node(
     """
     if ties not in TIE_BREAKS:
         raise ValueError(f"ties must be one of {', '.join(TIE_BREAKS)}, got {ties!r}")
+    if len(candidates) == 0:
+        raise ValueError("no candidate node to select from")
     if ties == "first":
         return int(candidates[int(np.argmax(scores))])
     best = np.flatnonzero(scores == scores.max())

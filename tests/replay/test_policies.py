@@ -212,6 +212,11 @@ def test_select_node_ties() -> None:
     assert set(drawn) == {7, 9}
     with pytest.raises(ValueError, match="ties must be one of"):
         select_node(np.array([1]), candidates[:1], random.Random(0), ties="last")
+    with pytest.raises(ValueError, match="no candidate node"):
+        select_node(np.array([], dtype=np.int64), candidates[:0], random.Random(0))
+    states = cluster()
+    policy = make_policy("fgd", states, rng=random.Random(0), target=TARGET)
+    assert policy.score(SHARE, np.array([], dtype=np.int64)).size == 0
 
 
 def test_registry_and_factory_errors() -> None:
