@@ -1,0 +1,261 @@
+"""The FGD fragmentation measure (Weng et al., USENIX ATC'23) and the change a placement makes.
+
+A node's fragment is the GPU milli it has free that the *target workload* (the pod shapes a
+cluster expects, with their popularity) could not use, as an expectation over that workload.
+For one shape m on node n with per-card free R_g and free CPU C:
+
+- m asks for no card: all of the node's free GPU counts as fragment (such a pod never uses it);
+- the node's card model is not one m accepts: all free GPU is fragment;
+- m fits (at least ``num_gpu`` cards each with ``gpu_milli`` free, and the CPU): only cards
+  with less than ``gpu_milli`` free are fragment;
+- otherwise (too few fitting cards, or CPU-starved cards): all free GPU is fragment.
+
+F_n = Σ_m p_m · fragment(n, m) and the cluster's fragment is Σ_n F_n. FGD places a pod where
+F grows least. The target workload is the trace's most frequent shapes (memory ignored)
+covering 95 % of its pods, probabilities renormalised over the kept shapes; ties in frequency
+keep the larger shape first.
+
+To make one pod's scores cheap, ``FragmentCache`` keeps per node and shape the fragment a
+fitting shape leaves (``small``: free milli on cards too small for it) and the number of cards
+it fits (``fits``); a placement changes only the row of its node. The fragment after a
+placement is then a few (candidates × shapes) array operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.replay.state import MILLI, NodeStates, PodShape
+
+__all__ = [
+    "DEFAULT_POPULARITY",
+    "FragmentCache",
+    "ShapeKey",
+    "TargetWorkload",
+    "fragment_of_nodes",
+    "shape_key",
+]
+
+DEFAULT_POPULARITY = 95.0
+"""Percent of the pods the kept shapes must cover (the paper's ``podPopularityThreshold``)."""
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class ShapeKey:
+    """A pod shape as the target workload counts it; the field order is the tie-break order."""
+
+    cpu_milli: int
+    gpu_milli: int
+    num_gpu: int
+    spec_text: str = ""
+
+    @property
+    def gpu_spec(self) -> frozenset[str]:
+        return frozenset(m for m in self.spec_text.split("|") if m)
+
+
+def shape_key(pod: PodShape, spec_text: str | None = None) -> ShapeKey:
+    """The target-workload key of a pod; ``spec_text`` as written in the trace when known."""
+    text = spec_text if spec_text is not None else "|".join(sorted(pod.gpu_spec))
+    return ShapeKey(pod.cpu_milli, pod.gpu_milli, pod.num_gpu, text)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetWorkload:
+    """Pod shapes with probabilities summing to 1, as columns."""
+
+    shapes: tuple[ShapeKey, ...]
+    prob: np.ndarray
+    cpu: np.ndarray
+    milli: np.ndarray
+    num: np.ndarray
+    memory: np.ndarray | None = None
+    """(K,) MiB a shape needs to fit, or None: memory ignored, as in the paper."""
+
+    @classmethod
+    def from_counts(
+        cls, counts: Mapping[ShapeKey, float], *, popularity: float = DEFAULT_POPULARITY
+    ) -> TargetWorkload:
+        """The most frequent shapes until they cover ``popularity`` percent of the weight."""
+        items = sorted(((w, k) for k, w in counts.items() if w > 0), reverse=True)
+        if not items:
+            raise ValueError("a target workload needs at least one pod shape")
+        total = sum(w for w, _ in items)
+        wanted = popularity * total / 100.0
+        kept: list[tuple[float, ShapeKey]] = []
+        covered = 0.0
+        for weight, key in items:
+            if covered >= wanted and kept:
+                break
+            kept.append((weight, key))
+            covered += weight
+        prob = np.array([w / covered for w, _ in kept], dtype=np.float64)
+        shapes = tuple(k for _, k in kept)
+        return cls(
+            shapes=shapes,
+            prob=prob,
+            cpu=np.array([k.cpu_milli for k in shapes], dtype=np.int64),
+            milli=np.array([k.gpu_milli for k in shapes], dtype=np.int64),
+            num=np.array([k.num_gpu for k in shapes], dtype=np.int64),
+        )
+
+    @classmethod
+    def from_keys(
+        cls, keys: Iterable[ShapeKey], *, popularity: float = DEFAULT_POPULARITY
+    ) -> TargetWorkload:
+        counts: dict[ShapeKey, float] = {}
+        for key in keys:
+            counts[key] = counts.get(key, 0.0) + 1.0
+        return cls.from_counts(counts, popularity=popularity)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def with_memory(self, memory_mib: Mapping[ShapeKey, float]) -> TargetWorkload:
+        """The same shapes, each also needing ``memory_mib[shape]`` MiB free to fit."""
+        needed = np.array([memory_mib.get(k, 0.0) for k in self.shapes], dtype=np.float64)
+        return TargetWorkload(self.shapes, self.prob, self.cpu, self.milli, self.num, needed)
+
+    @property
+    def is_gpu(self) -> np.ndarray:
+        return self.num > 0
+
+    def access(self, models: tuple[str, ...]) -> np.ndarray:
+        """(K, len(models) + 1) boolean: shape k may use cards of model j; the last column is
+        a node without a model, which only unrestricted shapes may try."""
+        table = np.zeros((len(self.shapes), len(models) + 1), dtype=bool)
+        for k, key in enumerate(self.shapes):
+            spec = key.gpu_spec
+            table[k, : len(models)] = [not spec or m in spec for m in models]
+            table[k, -1] = not spec
+        return table
+
+
+def _terms(gpu_free: np.ndarray, target: TargetWorkload) -> tuple[np.ndarray, np.ndarray]:
+    """Per row and shape: milli on cards too small for the shape, and cards it fits."""
+    small_card = gpu_free[:, None, :] < target.milli[None, :, None]
+    small = (gpu_free[:, None, :] * small_card).sum(axis=2)
+    fits = (~small_card).sum(axis=2)
+    return small, fits
+
+
+def _fragment(
+    *,
+    small: np.ndarray,
+    fits: np.ndarray,
+    idle: np.ndarray,
+    cpu: np.ndarray,
+    mem: np.ndarray,
+    access: np.ndarray,
+    target: TargetWorkload,
+) -> np.ndarray:
+    """(R,) expected fragment of R node states; ``access`` is (R, K)."""
+    usable = access & target.is_gpu & (fits >= target.num) & (cpu[:, None] >= target.cpu)
+    if target.memory is not None:
+        usable &= mem[:, None] >= target.memory
+    per_shape = np.where(usable, small, idle[:, None])
+    return np.asarray(per_shape @ target.prob, dtype=np.float64)
+
+
+def fragment_of_nodes(states: NodeStates, target: TargetWorkload) -> np.ndarray:
+    """(N,) fragment of every node, computed from scratch."""
+    small, fits = _terms(states.gpu_free, target)
+    access = target.access(states.models)[:, states.model].T
+    return _fragment(small=small, fits=fits, idle=states.gpu_idle, cpu=states.cpu_free,
+                     mem=states.mem_free, access=access, target=target)
+
+
+class FragmentCache:
+    """Per-node fragment terms of ``states`` against ``target``, refreshed by node version."""
+
+    __slots__ = ("_access", "_fits", "_fragment", "_kinds", "_small", "_version", "kind",
+                 "states", "target")
+
+    def __init__(self, states: NodeStates, target: TargetWorkload) -> None:
+        self.states = states
+        self.target = target
+        self._access = target.access(states.models)
+        n, k = len(states), len(target)
+        self._small = np.zeros((n, k), dtype=np.int64)
+        self._fits = np.zeros((n, k), dtype=np.int64)
+        self._fragment = np.zeros(n, dtype=np.float64)
+        self._version = np.full(n, -1, dtype=np.int64)
+        self._kinds: dict[tuple[int, int, int, tuple[int, ...]], int] = {}
+        self.kind = np.zeros(n, dtype=np.int64)
+        """Nodes of one kind (model, free CPU, free milli per card in any order) share every
+        fragment figure, before and after any placement; scorers compute once per kind."""
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the rows of nodes that changed since the last call."""
+        rows = np.flatnonzero(self.states.version != self._version)
+        if rows.size == 0:
+            return
+        states = self.states
+        small, fits = _terms(states.gpu_free[rows], self.target)
+        self._small[rows] = small
+        self._fits[rows] = fits
+        self._fragment[rows] = _fragment(
+            small=small, fits=fits, idle=states.gpu_idle[rows], cpu=states.cpu_free[rows],
+            mem=states.mem_free[rows], access=self._node_access(rows), target=self.target,
+        )
+        self._version[rows] = states.version[rows]
+        # Free memory splits kinds only when the target looks at it.
+        memory = states.mem_free if self.target.memory is not None else np.zeros(len(states))
+        for row in rows.tolist():
+            key = (int(states.model[row]), int(states.cpu_free[row]), int(memory[row]),
+                   tuple(sorted(states.gpu_free[row].tolist())))
+            self.kind[row] = self._kinds.setdefault(key, len(self._kinds))
+
+    def _node_access(self, rows: np.ndarray) -> np.ndarray:
+        return self._access[:, self.states.model[rows]].T
+
+    @property
+    def per_node(self) -> np.ndarray:
+        """(N,) fragment of each node (call ``refresh`` first after changes)."""
+        return self._fragment
+
+    def total(self) -> float:
+        self.refresh()
+        return float(self._fragment.sum())
+
+    def after_whole(self, pod: PodShape, nodes: np.ndarray) -> np.ndarray:
+        """(C,) fragment of ``nodes`` after placing a CPU-only or whole-card pod there.
+
+        Whole cards come from fully free ones, which are never "too small" for a shape, so
+        only the count of fitting cards, the idle milli and the CPU change.
+        """
+        states = self.states
+        cards = pod.num_gpu if pod.gpu_milli >= MILLI else 0
+        if pod.num_gpu and not cards:
+            raise ValueError("a pod sharing a card goes through after_share")
+        return _fragment(
+            small=self._small[nodes],
+            fits=self._fits[nodes] - cards,
+            idle=states.gpu_idle[nodes] - cards * MILLI,
+            cpu=states.cpu_free[nodes] - pod.cpu_milli,
+            mem=states.mem_free[nodes] - pod.memory_mib,
+            access=self._node_access(nodes),
+            target=self.target,
+        )
+
+    def after_share(self, pod: PodShape, nodes: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """(E,) fragment of ``nodes[e]`` after placing a card-sharing pod on a card of that
+        node that has ``free[e]`` milli free (at least the pod's ``gpu_milli``)."""
+        milli = self.target.milli[None, :]
+        before = free[:, None]
+        after = before - pod.gpu_milli
+        small = (self._small[nodes] - before * (before < milli) + after * (after < milli))
+        fits = self._fits[nodes] - (before >= milli) + (after >= milli)
+        return _fragment(
+            small=small,
+            fits=fits,
+            idle=self.states.gpu_idle[nodes] - pod.gpu_milli,
+            cpu=self.states.cpu_free[nodes] - pod.cpu_milli,
+            mem=self.states.mem_free[nodes] - pod.memory_mib,
+            access=self._node_access(nodes),
+            target=self.target,
+        )
