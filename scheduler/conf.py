@@ -291,6 +291,14 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
             f"(no gang, queue share, priority or node predicates)"
         )
     configurations = _configurations(raw.get("configurations"), actions, source, warnings)
+    if "shuffle" in actions and not any(
+        hasattr(PLUGINS[p.name], "victim_tasks") for tier in tiers for p in tier
+    ):
+        warnings.append(
+            f"{source}: action 'shuffle' evicts only what a VictimTasks plugin names and no "
+            f"plugin here feeds it (Volcano's rescheduling plugin does; Lahar has none yet): "
+            f"shuffle evicts nothing"
+        )
     metrics = raw.get("metrics") or {}
     if not isinstance(metrics, Mapping):
         raise ConfError(f"{source}: metrics must be a map")

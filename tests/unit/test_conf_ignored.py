@@ -192,3 +192,17 @@ def test_load_conf_logs_warnings_for_lahar_run(tmp_path: Path) -> None:
         load_conf(path, log_warnings=False)
     assert [entry["message"] for entry in logs] == list(conf.warnings)
     assert "no plugins in tiers" in conf.warnings[0]
+
+
+def test_shuffle_without_a_victim_tasks_plugin_warns_that_it_evicts_nothing() -> None:
+    """Volcano's shuffle evicts what ``ssn.VictimTasks`` returns; only its rescheduling plugin
+    feeds that hook, which Lahar does not implement."""
+    conf = parse_conf('actions: "enqueue, allocate, shuffle"\ntiers:\n- plugins:\n'
+                      '  - name: priority\n  - name: gang\n', source="c.conf")
+    assert [w for w in conf.warnings if "shuffle" in w] == [
+        "c.conf: action 'shuffle' evicts only what a VictimTasks plugin names and no plugin "
+        "here feeds it (Volcano's rescheduling plugin does; Lahar has none yet): shuffle "
+        "evicts nothing"]
+    quiet = parse_conf('actions: "enqueue, allocate"\ntiers:\n- plugins:\n'
+                       '  - name: priority\n', source="c.conf")
+    assert not [w for w in quiet.warnings if "shuffle" in w]
