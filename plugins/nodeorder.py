@@ -53,9 +53,10 @@ def _fractions(
 ) -> tuple[FloatArray, FloatArray]:
     """Requested-after-placement and allocatable for ``names`` on ``rows``."""
     cols = [table.dim_index[n] for n in names if n in table.dim_index]
-    request = table.vector(task.resreq)[cols]
-    requested = table.used[np.ix_(rows, np.array(cols, dtype=np.intp))] + request
-    allocatable = table.allocatable[np.ix_(rows, np.array(cols, dtype=np.intp))]
+    request = np.array([task.resreq.get(table.dims[c]) for c in cols])
+    requested = table.used[rows][:, cols]
+    requested += request
+    allocatable = table.allocatable[rows][:, cols]
     return requested, allocatable
 
 
@@ -92,9 +93,9 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
     def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         args = self.args
         total = np.zeros(len(candidates))
+        requested, allocatable = _fractions(task, table, candidates, [CPU, MEMORY])
+        safe = np.where(allocatable > 0, allocatable, 1.0)
         if args.least_requested or args.most_requested:
-            requested, allocatable = _fractions(task, table, candidates, [CPU, MEMORY])
-            safe = np.where(allocatable > 0, allocatable, 1.0)
             if args.least_requested:
                 per = np.where(
                     (allocatable > 0) & (requested <= allocatable),
@@ -110,9 +111,10 @@ class NodeOrder(PluginBase[NodeOrderArgs]):
                 )
                 total += np.floor(per.mean(axis=1)) * args.most_requested
         if args.balanced_resource:
-            names = [CPU, MEMORY] + [n for n in ("nvidia.com/gpu",) if task.resreq.get(n) > 0]
-            requested, allocatable = _fractions(task, table, candidates, names)
-            safe = np.where(allocatable > 0, allocatable, 1.0)
+            if task.resreq.get("nvidia.com/gpu") > 0:
+                requested, allocatable = _fractions(
+                    task, table, candidates, [CPU, MEMORY, "nvidia.com/gpu"])
+                safe = np.where(allocatable > 0, allocatable, 1.0)
             fraction = np.where(allocatable > 0, np.minimum(requested / safe, 1.0), 0.0)
             std = fraction.std(axis=1)
             total += np.floor((1.0 - std) * MAX_SCORE) * args.balanced_resource
