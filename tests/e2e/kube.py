@@ -189,7 +189,9 @@ def ignore_missing(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
 def make_pod(name: str, *, scheduler: str, group: str, run_id: str, cpu_milli: int,
              memory: str = "16Mi", node_selector: dict[str, str] | None = None,
              priority_class: str = "", limits: dict[str, str] | None = None,
-             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+             annotations: dict[str, str] | None = None,
+             labels: dict[str, str] | None = None,
+             affinity: dict[str, Any] | None = None) -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": f"{cpu_milli}m", "memory": memory}}
     if limits:
         resources["limits"] = dict(limits)
@@ -201,8 +203,10 @@ def make_pod(name: str, *, scheduler: str, group: str, run_id: str, cpu_milli: i
     }
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if affinity:
+        spec["affinity"] = affinity
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {RUN_LABEL: run_id},
+            "metadata": {"name": name, "labels": {RUN_LABEL: run_id, **(labels or {})},
                          "annotations": {"scheduling.k8s.io/group-name": group,
                                          **(annotations or {})}},
             "spec": spec}
