@@ -61,8 +61,14 @@ class DeviceShareArgs:
     policy: str = arg("deviceshare.SchedulePolicy", "binpack")
     weight: int = arg("deviceshare.ScheduleWeight", 0)
     profile: str = arg("deviceshare.VGPUProfile", "volcano")
+    finegrained: bool = arg("deviceshare.FineGrainedDeviceEnable", False)
+    finegrained_scoring: str = arg("deviceshare.FineGrainedScoring", "LeastAllocated")
+    finegrained_weights: tuple[tuple[str, int], ...] = arg(
+        "deviceshare.FineGrainedScoringResources", ())
+    """Koordinator's ``ScoringStrategy.Resources``: a list of ``{name, weight}``."""
 
     def __post_init__(self) -> None:
+        _check_finegrained(self)
         if self.policy == "":
             object.__setattr__(self, "policy", "binpack")
         if self.policy not in POLICIES:
@@ -73,6 +79,25 @@ class DeviceShareArgs:
                                 " or ".join(sorted(PROFILES)), self.profile)
         if self.weight < 0:
             raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight", "at least 0", self.weight)
+
+
+def _check_finegrained(args: DeviceShareArgs) -> None:
+    if args.finegrained_scoring not in ("LeastAllocated", "MostAllocated"):
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedScoring",
+                            "LeastAllocated or MostAllocated", args.finegrained_scoring)
+    weights: list[tuple[str, int]] = []
+    for item in args.finegrained_weights:
+        if isinstance(item, tuple) and len(item) == 2:
+            weights.append(item)
+            continue
+        name = item.get("name") if isinstance(item, dict) else None
+        weight = item.get("weight", 1) if isinstance(item, dict) else None
+        if not isinstance(name, str) or isinstance(weight, bool) or not isinstance(weight, int) \
+                or weight < 0:
+            raise ArgumentError(_OWNER, "deviceshare.FineGrainedScoringResources",
+                                "a list of {name: <resource>, weight: <integer >= 0>}", item)
+        weights.append((name, weight))
+    object.__setattr__(args, "finegrained_weights", tuple(weights))
 
 
 @dataclass(slots=True)

@@ -22,13 +22,14 @@ from scheduler.api.task import task_from_pod
 
 __all__ = ["KINDS", "Manifest", "ManifestError", "load_manifests", "parse_documents"]
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Device")
 _GROUPS = {
     "Node": ("v1",),
     "Pod": ("v1",),
     "PodGroup": ("scheduling.volcano.sh/v1beta1",),
     "Queue": ("scheduling.volcano.sh/v1beta1",),
     "PriorityClass": ("scheduling.k8s.io/v1",),
+    "Device": ("scheduling.koordinator.sh/v1alpha1",),
 }
 
 

@@ -149,7 +149,7 @@ class SimCluster:
 
     def replay_into(self, apply: Callable[[str, str, Mapping[str, Any]], None]) -> None:
         """Deliver every stored object as ADDED (the initial list of an informer)."""
-        for kind in ("PriorityClass", "Queue", "Node", "PodGroup", "Pod"):
+        for kind in ("PriorityClass", "Queue", "Device", "Node", "PodGroup", "Pod"):
             for obj in self.objects.get(kind, {}).values():
                 apply("ADDED", kind, obj)
 
