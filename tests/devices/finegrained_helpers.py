@@ -103,3 +103,35 @@ def bound_pod(name: str, *, node: str, allocation: Mapping[str, Any], **resource
     pod["spec"]["nodeName"] = node
     pod["status"] = {"phase": "Running"}
     return pod
+
+
+def pcie_of(root: int) -> str:
+    return f"pci0000:{root * 0x20:02x}"
+
+
+def topo_gpus(*, gpus_per_root: int = 2, roots: int = 4, numas: int = 2) -> list[Obj]:
+    """GPUs ``gpus_per_root`` to a PCIe root, roots spread evenly over NUMA nodes; minors in
+    root order (root r holds minors r*g .. r*g+g-1)."""
+    per_numa = roots // numas
+    return [gpu(r * gpus_per_root + i, numa=r // per_numa, pcie=pcie_of(r))
+            for r in range(roots) for i in range(gpus_per_root)]
+
+
+def topo_nics(nics_per_root: Sequence[int], *, numas: int = 2, vfs: int = 0,
+              first_minor: int = 0) -> list[Obj]:
+    """``nics_per_root[r]`` NICs on PCIe root r (same NUMA layout as :func:`topo_gpus`)."""
+    per_numa = max(len(nics_per_root) // numas, 1)
+    out: list[Obj] = []
+    minor = first_minor
+    for root, count in enumerate(nics_per_root):
+        for _ in range(count):
+            out.append(nic(minor, numa=root // per_numa, pcie=pcie_of(root), vfs=vfs))
+            minor += 1
+    return out
+
+
+def shared_gpu(minor: int, percent: int = 50) -> dict[str, Any]:
+    """A device-allocated entry holding ``percent`` of GPU ``minor`` (16 GiB cards)."""
+    return {"minor": minor, "resources": {
+        "koordinator.sh/gpu-core": str(percent), "koordinator.sh/gpu-memory-ratio": str(percent),
+        "koordinator.sh/gpu-memory": str(percent * 16 * GIB // 100)}}

@@ -84,7 +84,7 @@ def test_memory_is_always_checked_in_bytes_so_mixed_tenants_cannot_overbook() ->
                 {"minor": 0, "resources": {MEM: str(int(7.9 * GIB)), RATIO: "49"}}]})]
     refused = simulate([*objs, fg_pod("ratio51", gpu_memory_ratio=51)], conf=finegrained_conf())
     assert refused.node_of("ratio51") is None
-    assert "Insufficient gpu devices" in refused.reason("ratio51")
+    assert "insufficient gpu devices" in refused.reason("ratio51").lower()
     fits = simulate([*objs, fg_pod("ratio49", gpu_memory_ratio=49)], conf=finegrained_conf())
     assert fits.node_of("ratio49") == "n1"
 

@@ -10,7 +10,7 @@ A node without a Device object is left to kubelet: every check passes and nothin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.api.devices.base import DeviceError, DeviceFit, DeviceWarning, Reporter
 from scheduler.api.devices.base import task_annotations as binding_view
@@ -33,7 +33,7 @@ from scheduler.api.devices.finegrained.names import (
     TYPE_RDMA,
     UNIT_OF,
 )
-from scheduler.api.devices.finegrained.plan import PodDeviceRequest, plan
+from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest, plan
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 
@@ -57,6 +57,7 @@ class FineGrainedDevices:
     scoring: Scoring
     reporter: Reporter | None = None
     policy: str = "binpack"
+    topology: NodeTopology = field(default_factory=NodeTopology)
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -89,7 +90,7 @@ class FineGrainedDevices:
     def filter_node(self, task: TaskInfo, request: PodDeviceRequest) -> DeviceFit:
         if self.ledger is None:
             return DeviceFit()
-        result = plan(self.ledger, request, scoring=self.scoring)
+        result = plan(self.ledger, request, scoring=self.scoring, topology=self.topology)
         if isinstance(result, str):
             return DeviceFit(Status.unschedulable(result))
         return DeviceFit(score=float(node_score(self.ledger, request.types, self.scoring)))
@@ -99,7 +100,7 @@ class FineGrainedDevices:
         if self.ledger is None:
             return {}
         self.sub_task(task)
-        result = plan(self.ledger, request, scoring=self.scoring)
+        result = plan(self.ledger, request, scoring=self.scoring, topology=self.topology)
         if isinstance(result, str):
             raise DeviceError(f"node {self.node_name}: {result}")
         self.ledger.charge(str(task.uid), result)
@@ -150,7 +151,7 @@ class FineGrainedDevices:
         return FineGrainedDevices(node_name=self.node_name,
                                   ledger=None if self.ledger is None else self.ledger.clone(),
                                   scoring=self.scoring, reporter=self.reporter,
-                                  policy=self.policy)
+                                  policy=self.policy, topology=self.topology)
 
     def charge_checkpoints(self) -> None:
         """Charge the GPUs kubelet handed out on its own (Device object checkpoints)."""

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scheduler.api.devices.base import DeviceConfig, DeviceWarning, Reporter
+from scheduler.api.devices.base import DeviceConfig, DeviceWarning, Reporter, task_annotations
 from scheduler.api.devices.finegrained.allocator import DEFAULT_WEIGHTS, Scoring
 from scheduler.api.devices.finegrained.devices import NAME, SUMMARY_COLUMNS, FineGrainedDevices
 from scheduler.api.devices.finegrained.ledger import Ledger
@@ -28,13 +28,19 @@ from scheduler.api.devices.finegrained.names import (
     GPU_MEMORY_RATIO,
     GPU_MINORS,
     GPU_SHARED,
+    PARTITION_SPEC,
     TYPE_FPGA,
     TYPE_GPU,
     TYPE_RDMA,
     UNIT_OF,
 )
-from scheduler.api.devices.finegrained.plan import PodDeviceRequest
+from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest
 from scheduler.api.devices.finegrained.request import normalise, pod_device_requests, validate
+from scheduler.api.devices.finegrained.topology import (
+    build_tree,
+    parse_partition_spec,
+    partition_table,
+)
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 
@@ -65,9 +71,15 @@ class FineGrainedFamily:
         scoring = scoring_of(self.config)
         if device_object is None:
             return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring)
-        spec = parse_device_object(device_object, self._warner(node.name))
+        warn = self._warner(node.name)
+        spec = parse_device_object(device_object, warn)
+        topology = NodeTopology(
+            tree=build_tree(tuple(d for d in spec.devices if d.type == TYPE_GPU)),
+            partitions=partition_table(spec, warn),
+            honor_partitions=spec.partition_policy == "Honor")
         devices = FineGrainedDevices(node_name=node.name, ledger=Ledger(spec),
-                                     scoring=scoring, reporter=self.reporter)
+                                     scoring=scoring, reporter=self.reporter,
+                                     topology=topology)
         devices.charge_checkpoints()
         return devices
 
@@ -87,7 +99,11 @@ class FineGrainedFamily:
         if not types:
             return None
         describe = ", ".join(f"{name} {value}" for name, value in sorted(requests.items()))
-        return PodDeviceRequest(types=types, describe=describe)
+        annotations = task_annotations(task)
+        partition = None
+        if TYPE_GPU in types and PARTITION_SPEC in annotations:
+            partition = parse_partition_spec(task, annotations[PARTITION_SPEC])
+        return PodDeviceRequest(types=types, describe=describe, partition_spec=partition)
 
     # -- vector pre-filter ----------------------------------------------------------------
     def _conditions(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
