@@ -50,5 +50,6 @@ def test_sample_conf_and_cluster_run_through_lahar_simulate(
     assert "settled" in out
     assert "default/invalid-both-memory" in out
     assert "cannot be requested together" in out
-    for pod in ("notebook-half", "infer-20gi", "infer-gpu-30", "train-2gpu"):
+    for pod in ("notebook-half", "infer-20gi", "infer-gpu-30", "train-2gpu", "train-4gpu-rdma",
+                "infer-2vf"):
         assert f"default/{pod}" in out.split("PENDING")[0]

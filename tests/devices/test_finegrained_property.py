@@ -3,11 +3,15 @@
 * no device is ever booked beyond what it has, in core, ratio or bytes (the byte check closes
   the rounding hole of Koordinator's ``fillGPUTotalMem``);
 * rebuilding the ledger from the surviving pods' annotations (what a restart does, as
-  Koordinator's ``nodeDeviceCache`` rebuild from ``device-allocated``) gives the same ledger.
+  Koordinator's ``nodeDeviceCache`` rebuild from ``device-allocated``) gives the same ledger;
+* a ``SamePCIe`` joint request is satisfied whenever some GPU set has NICs on all its roots
+  (brute force over every subset on small nodes).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -104,3 +108,59 @@ def test_rollback_returns_every_dimension() -> None:
     assert devices.ledger is not None and devices.ledger.used
     devices.sub_task(task)
     assert devices.ledger.used == {}
+
+
+@st.composite
+def joint_nodes(draw: st.DrawFn) -> tuple[list[Any], set[int], set[int], int]:
+    roots = draw(st.integers(1, 4))
+    gpus = [gpu(m, numa=(m % roots) % 2, pcie=f"p{m % roots}")
+            for m in range(draw(st.integers(1, 6)))]
+    nics: list[Any] = []
+    for root in range(roots):
+        for _ in range(draw(st.integers(0, 2))):
+            nics.append(nic(len(nics), numa=root % 2, pcie=f"p{root}"))
+    used_gpus = draw(st.sets(st.sampled_from(range(len(gpus)))))
+    used_nics = draw(st.sets(st.sampled_from(range(len(nics))))) if nics else set()
+    return gpus + nics, used_gpus, used_nics, draw(st.integers(1, 3))
+
+
+def _holder(name: str, kind: str, minor: int) -> TaskInfo:
+    resources = ({CORE: "100", RATIO: "100", MEM: "16Gi"} if kind == "gpu"
+                 else {"koordinator.sh/rdma": "100"})
+    task = task_from_pod(fg_pod(name, nvidia=1))
+    task.bind_annotations["scheduling.koordinator.sh/device-allocated"] = json.dumps(
+        {kind: [{"minor": minor, "resources": resources}]})
+    return task
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(joint_nodes())
+def test_same_pcie_joint_succeeds_whenever_some_combination_exists(
+        node: tuple[list[Any], set[int], set[int], int]) -> None:
+    """Brute force over every GPU subset: the search must find one exactly when it exists."""
+    devices, used_gpus, used_nics, count = node
+    family = _family()
+    ledger_owner = family.build(node_from_object(fg_node("n1", gpus=6)),
+                                device_object("n1", devices))
+    for i, minor in enumerate(sorted(used_gpus)):
+        ledger_owner.add_task(_holder(f"g{i}", "gpu", minor))
+    for i, minor in enumerate(sorted(used_nics)):
+        ledger_owner.add_task(_holder(f"r{i}", "rdma", minor))
+    free_gpus = [d for d in devices if d["type"] == "gpu" and d["minor"] not in used_gpus]
+    nic_roots = {d["topology"]["pcieID"] for d in devices
+                 if d["type"] == "rdma" and d["minor"] not in used_nics}
+    exists = any(all(g["topology"]["pcieID"] in nic_roots for g in subset)
+                 for subset in itertools.combinations(free_gpus, count))
+    pod = task_from_pod(fg_pod("p", nvidia=count, rdma=1, annotations={
+        "scheduling.koordinator.sh/device-joint-allocate":
+            '{"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"}'}))
+    request = family.parse_request(pod)
+    assert request is not None
+    fit = ledger_owner.filter_node(pod, request)
+    assert (fit.status is None) == exists, fit.status
+    if exists:
+        result = json.loads(ledger_owner.allocate(pod, request, now=0.0)[
+            "scheduling.koordinator.sh/device-allocated"])
+        by_minor = {(d["type"], d["minor"]): d["topology"]["pcieID"] for d in devices}
+        gpu_roots = {by_minor[("gpu", e["minor"])] for e in result["gpu"]}
+        assert {by_minor[("rdma", e["minor"])] for e in result["rdma"]} == gpu_roots

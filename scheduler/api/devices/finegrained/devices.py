@@ -12,10 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.api.devices.base import DeviceError, DeviceFit, DeviceWarning, Reporter
+from scheduler.api.devices.base import (
+    DeviceError,
+    DeviceFit,
+    DeviceRequestError,
+    DeviceWarning,
+    Reporter,
+)
 from scheduler.api.devices.base import task_annotations as binding_view
 from scheduler.api.devices.finegrained.allocator import Scoring, node_score
+from scheduler.api.devices.finegrained.hints import parse_hints
 from scheduler.api.devices.finegrained.ledger import (
+    Allocation,
     AllocationError,
     Ledger,
     checkpoint_allocation,
@@ -23,6 +31,7 @@ from scheduler.api.devices.finegrained.ledger import (
     encode_allocation,
 )
 from scheduler.api.devices.finegrained.names import (
+    ALLOCATE_HINT,
     ALLOCATED,
     GPU_CORE,
     GPU_MEMORY,
@@ -74,7 +83,20 @@ class FineGrainedDevices:
             return
         # A pod this scheduler placed may also show up in kubelet's checkpoint.
         self.ledger.discharge(CHECKPOINT_PREFIX + str(task.uid))
-        self.ledger.charge(str(task.uid), allocation)
+        self.ledger.charge(str(task.uid), allocation, self._exclusive(task, allocation))
+
+    def _exclusive(self, task: TaskInfo, allocation: Allocation
+                   ) -> frozenset[tuple[str, str]]:
+        """PCIe roots the pod holds under a PCIeLevel hint, from its own annotation."""
+        text = binding_view(task).get(ALLOCATE_HINT)
+        if not text or self.ledger is None:
+            return frozenset()
+        try:
+            hints = parse_hints(task, text)
+        except DeviceRequestError:
+            return frozenset()  # reported when the pod was scheduled
+        return PodDeviceRequest(types={}, hints=hints).exclusive_roots_of(allocation,
+                                                                          self.ledger)
 
     def sub_task(self, task: TaskInfo) -> None:
         if self.ledger is not None:
@@ -103,7 +125,8 @@ class FineGrainedDevices:
         result = plan(self.ledger, request, scoring=self.scoring, topology=self.topology)
         if isinstance(result, str):
             raise DeviceError(f"node {self.node_name}: {result}")
-        self.ledger.charge(str(task.uid), result)
+        self.ledger.charge(str(task.uid), result,
+                           request.exclusive_roots_of(result, self.ledger))
         out = {ALLOCATED: encode_allocation(result, self.ledger.devices)}
         if result.get(TYPE_GPU):
             out[GPU_MINORS] = ",".join(str(p.minor) for p in result[TYPE_GPU])

@@ -18,9 +18,11 @@ import numpy as np
 from scheduler.api.devices.base import DeviceConfig, DeviceWarning, Reporter, task_annotations
 from scheduler.api.devices.finegrained.allocator import DEFAULT_WEIGHTS, Scoring
 from scheduler.api.devices.finegrained.devices import NAME, SUMMARY_COLUMNS, FineGrainedDevices
+from scheduler.api.devices.finegrained.hints import JointSpec, parse_hints, parse_joint
 from scheduler.api.devices.finegrained.ledger import Ledger
 from scheduler.api.devices.finegrained.model import parse_device_object
 from scheduler.api.devices.finegrained.names import (
+    ALLOCATE_HINT,
     ALLOCATED,
     DEPRECATED,
     GPU_CORE,
@@ -28,6 +30,7 @@ from scheduler.api.devices.finegrained.names import (
     GPU_MEMORY_RATIO,
     GPU_MINORS,
     GPU_SHARED,
+    JOINT_ALLOCATE,
     PARTITION_SPEC,
     TYPE_FPGA,
     TYPE_GPU,
@@ -35,7 +38,12 @@ from scheduler.api.devices.finegrained.names import (
     UNIT_OF,
 )
 from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest
-from scheduler.api.devices.finegrained.request import normalise, pod_device_requests, validate
+from scheduler.api.devices.finegrained.request import (
+    apply_hint,
+    normalise,
+    pod_device_requests,
+    validate,
+)
 from scheduler.api.devices.finegrained.topology import (
     build_tree,
     parse_partition_spec,
@@ -103,7 +111,21 @@ class FineGrainedFamily:
         partition = None
         if TYPE_GPU in types and PARTITION_SPEC in annotations:
             partition = parse_partition_spec(task, annotations[PARTITION_SPEC])
-        return PodDeviceRequest(types=types, describe=describe, partition_spec=partition)
+        hints = parse_hints(task, annotations[ALLOCATE_HINT]) \
+            if ALLOCATE_HINT in annotations else {}
+        for kind, hint in hints.items():
+            if kind in types:
+                types[kind] = apply_hint(types[kind], strategy=hint.strategy,
+                                         exclusive=hint.exclusive)
+        joint = None
+        if JOINT_ALLOCATE in annotations and len(types) > 1:
+            spec = parse_joint(task, annotations[JOINT_ALLOCATE])
+            kept = tuple(kind for kind in spec.types
+                         if kind in types and not types[kind].apply_for_all)
+            if len(kept) > 1:
+                joint = JointSpec(kept, same_pcie=spec.same_pcie)
+        return PodDeviceRequest(types=types, describe=describe, partition_spec=partition,
+                                hints=hints, joint=joint)
 
     # -- vector pre-filter ----------------------------------------------------------------
     def _conditions(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
@@ -125,8 +147,9 @@ class FineGrainedFamily:
                 continue
             out.append((columns[_COL[f"{kind}_max"]] < unit.per_device[UNIT_OF[kind]],
                         f"Insufficient {kind} devices"))
-            out.append((columns[_COL[f"{kind}_with_free"]] < unit.count,
-                        f"Insufficient {kind} devices"))
+            if not unit.apply_for_all:
+                out.append((columns[_COL[f"{kind}_with_free"]] < unit.count,
+                            f"Insufficient {kind} devices"))
         return out
 
     def vector_fit(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]

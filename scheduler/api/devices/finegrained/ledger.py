@@ -119,6 +119,8 @@ class Ledger:
     vfs_used: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     holders: dict[str, Allocation] = field(default_factory=dict)
     """Holder key (pod UID, or ``checkpoint/<uid>``) → what it holds."""
+    exclusive: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
+    """Holder → the ``(device type, PCIe root)`` pairs it holds exclusively (PCIeLevel)."""
     devices: dict[tuple[str, int], DeviceInfo] = field(default_factory=dict)
     by_type: dict[str, tuple[DeviceInfo, ...]] = field(default_factory=dict)
 
@@ -136,6 +138,9 @@ class Ledger:
         used = self.used.get((kind, minor), {})
         return {name: max(total - used.get(name, 0), 0) for name, total in device.total.items()}
 
+    def exclusive_roots(self, kind: str) -> set[str]:
+        return {root for pairs in self.exclusive.values() for k, root in pairs if k == kind}
+
     def is_untouched(self, kind: str, minor: int) -> bool:
         used = self.used.get((kind, minor))
         return not used or not any(used.values())
@@ -145,9 +150,12 @@ class Ledger:
                 if any(p.minor == minor for p in allocation.get(kind, ()))]
 
     # -- charging -------------------------------------------------------------------------
-    def charge(self, holder: str, allocation: Allocation) -> None:
+    def charge(self, holder: str, allocation: Allocation,
+               exclusive: frozenset[tuple[str, str]] = frozenset()) -> None:
         if holder in self.holders:  # idempotent, as Koordinator's allocate set
             return
+        if exclusive:
+            self.exclusive[holder] = exclusive
         for kind, picks in allocation.items():
             for pick in picks:
                 for name, value in pick.resources.items():
@@ -161,6 +169,7 @@ class Ledger:
 
     def discharge(self, holder: str) -> Allocation | None:
         allocation = self.holders.pop(holder, None)
+        self.exclusive.pop(holder, None)
         if allocation is None:
             return None
         for kind, picks in allocation.items():
@@ -183,7 +192,8 @@ class Ledger:
     def clone(self) -> Ledger:
         return Ledger(spec=self.spec, used={k: dict(v) for k, v in self.used.items()},
                       vfs_used={k: set(v) for k, v in self.vfs_used.items()},
-                      holders=dict(self.holders), devices=self.devices, by_type=self.by_type)
+                      holders=dict(self.holders), exclusive=dict(self.exclusive),
+                      devices=self.devices, by_type=self.by_type)
 
 
 def whole_gpu_charge(device: DeviceInfo) -> dict[str, int]:

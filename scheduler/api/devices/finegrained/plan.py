@@ -1,9 +1,10 @@
 """One pod's device choice on one node, across device types (Koordinator's Allocate).
 
 Per device type, candidates are the node's healthy devices of that type that pass the pod's
-hint filters; GPUs go through the GPU stages (partition table, topology tree, default
-allocator), other types through the default allocator. The result is either the picks per
-type or the reason nothing fits, worded as Koordinator words it.
+hint filters (:mod:`.select`); GPUs go through the GPU stages (partition table, topology tree,
+default allocator), other types through the default allocator, or all matching devices with
+``ApplyForAll``. Types named in a joint annotation are chosen together (:mod:`.joint`). The
+result is either the picks per type or the reason nothing fits, worded as Koordinator words it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.api.devices.finegrained.allocator import Scoring, default_allocate
+from scheduler.api.devices.finegrained.allocator import Scoring, default_allocate, fits
+from scheduler.api.devices.finegrained.hints import Hint, JointSpec
+from scheduler.api.devices.finegrained.joint import joint_allocate
 from scheduler.api.devices.finegrained.ledger import Allocation, Ledger, Pick
-from scheduler.api.devices.finegrained.model import DeviceInfo
 from scheduler.api.devices.finegrained.names import TYPE_GPU
 from scheduler.api.devices.finegrained.request import TypeRequest
+from scheduler.api.devices.finegrained.select import Candidates, candidates_for
 from scheduler.api.devices.finegrained.topology import (
     SCOPE_LEVELS,
     PartitionSpec,
@@ -44,16 +47,31 @@ class PodDeviceRequest:
     types: Mapping[str, TypeRequest]
     describe: str = ""
     partition_spec: PartitionSpec | None = None
-    gpu_required_scope: str = ""
-    extras: Mapping[str, object] = field(default_factory=dict)
+    hints: Mapping[str, Hint] = field(default_factory=dict)
+    joint: JointSpec | None = None
+
+    @property
+    def gpu_required_scope(self) -> str:
+        hint = self.hints.get(TYPE_GPU)
+        return hint.required_scope if hint is not None else ""
+
+    def exclusive_roots_of(self, allocation: Allocation,
+                           ledger: Ledger) -> frozenset[tuple[str, str]]:
+        """The PCIe roots this pod holds under a ``PCIeLevel`` hint."""
+        return frozenset(
+            (kind, ledger.devices[(kind, p.minor)].pcie)
+            for kind, hint in self.hints.items() if hint.exclusive == "PCIeLevel"
+            for p in allocation.get(kind, ()) if (kind, p.minor) in ledger.devices)
 
 
-def candidates(ledger: Ledger, kind: str) -> list[DeviceInfo]:
-    return [d for d in ledger.by_type.get(kind, ()) if d.total]
+def _partitions_bind(topology: NodeTopology, request: PodDeviceRequest) -> bool:
+    gpu = request.types.get(TYPE_GPU)
+    return gpu is not None and not gpu.shared and topology.partitions is not None and (
+        request.partition_spec is not None or topology.honor_partitions)
 
 
 def allocate_gpus(ledger: Ledger, topology: NodeTopology, request: PodDeviceRequest,
-                  gpu: TypeRequest, devices: list[DeviceInfo], *, scoring: Scoring
+                  gpu: TypeRequest, candidates: Candidates, *, scoring: Scoring
                   ) -> tuple[Pick, ...] | str:
     """Partition table → topology tree → default allocator (Koordinator's GPU order)."""
     if not gpu.shared:
@@ -75,30 +93,76 @@ def allocate_gpus(ledger: Ledger, topology: NodeTopology, request: PodDeviceRequ
         level = 0
     if topology.tree is not None:
         picks = by_tree(ledger, gpu, topology.tree, scoring=scoring,
-                        allowed={d.minor for d in devices}, required_level=level)
+                        allowed={d.minor for d in candidates.devices}, required_level=level)
         if picks is None:
             return ("Insufficient Topology Scoped GPU Devices" if level
                     else "Insufficient GPU Devices")
         return picks
     if level:
         return "node(s) missing GPU Device Topology Tree"
-    return default_allocate(ledger, gpu, devices, scoring=scoring) or "Insufficient gpu devices"
+    return default_allocate(ledger, gpu, candidates.devices, scoring=scoring) \
+        or "Insufficient gpu devices"
+
+
+def _apply_for_all(ledger: Ledger, request: TypeRequest, candidates: Candidates
+                   ) -> tuple[Pick, ...] | None:
+    picks: list[Pick] = []
+    taken: set[str] = set()
+    for device in candidates.devices:
+        charge = fits(ledger, device, request.per_device)
+        if charge is None:
+            return None
+        vfs: tuple[tuple[int, str], ...] = ()
+        if candidates.vf_picker is not None:
+            vf = candidates.vf_picker(device, taken)
+            if vf is None:
+                return None
+            taken.add(vf[1])
+            vfs = (vf,)
+        picks.append(Pick(device.minor, charge, vfs))
+    return tuple(picks) or None
+
+
+def _one_type(ledger: Ledger, topology: NodeTopology, request: PodDeviceRequest, kind: str,
+              candidates: Candidates, scoring: Scoring) -> tuple[Pick, ...] | str:
+    type_request = request.types[kind]
+    if kind == TYPE_GPU:
+        return allocate_gpus(ledger, topology, request, type_request, candidates,
+                             scoring=scoring)
+    if type_request.apply_for_all:
+        picks = _apply_for_all(ledger, type_request, candidates)
+    else:
+        picks = default_allocate(ledger, type_request, candidates.devices, scoring=scoring,
+                                 vf_picker=candidates.vf_picker)
+    return picks if picks is not None else f"Insufficient {kind} devices"
 
 
 def plan(ledger: Ledger, request: PodDeviceRequest, *, scoring: Scoring,
          topology: NodeTopology | None = None) -> Allocation | str:
     """The picks per type, or the reason the node cannot serve the pod."""
     topology = topology or NodeTopology()
+    candidates: dict[str, Candidates] = {}
+    for kind in request.types:
+        candidates[kind] = candidates_for(ledger, kind, request.hints.get(kind))
+        if candidates[kind].problem:
+            return candidates[kind].problem
     out: Allocation = {}
-    for kind, type_request in request.types.items():
-        devices = candidates(ledger, kind)
-        if kind == TYPE_GPU:
-            picks: tuple[Pick, ...] | str | None = allocate_gpus(
-                ledger, topology, request, type_request, devices, scoring=scoring)
-        else:
-            picks = default_allocate(ledger, type_request, devices, scoring=scoring)
-        if picks is None:
-            return f"Insufficient {kind} devices"
+    joint = request.joint
+    if joint is not None:
+        primary = joint.types[0]
+        first = _one_type(ledger, topology, request, primary, candidates[primary], scoring)
+        if isinstance(first, str):
+            return first
+        result = joint_allocate(ledger, joint, request.types, candidates, first_choice=first,
+                                tree=topology.tree, required_scope=request.gpu_required_scope,
+                                scoring=scoring, search=not _partitions_bind(topology, request))
+        if isinstance(result, str):
+            return result
+        out.update(result)
+    for kind in request.types:
+        if kind in out:
+            continue
+        picks = _one_type(ledger, topology, request, kind, candidates[kind], scoring)
         if isinstance(picks, str):
             return picks
         out[kind] = picks

@@ -15,7 +15,7 @@ accepted by Koordinator and then never fits anywhere; here it is refused with th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.api.devices.base import DeviceRequestError
@@ -38,7 +38,7 @@ from scheduler.api.devices.finegrained.names import (
 from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.api.task import TaskInfo
 
-__all__ = ["TypeRequest", "normalise", "pod_device_requests", "validate"]
+__all__ = ["TypeRequest", "apply_hint", "normalise", "pod_device_requests", "validate"]
 
 FINE_NAMES = frozenset({*GPU_NAMES, RDMA, FPGA, *DEPRECATED})
 
@@ -56,7 +56,8 @@ class TypeRequest:
     """A GPU request for part of a card (``False``: whole cards)."""
     per_device_ratio_only: bool = False
     """The GPU memory was asked as a ratio (bytes are filled in per chosen card)."""
-    extras: Mapping[str, Any] = field(default_factory=dict)
+    apply_for_all: bool = False
+    """Every (selector-matching) device of the type, each at ``per_device``."""
 
 
 def _container_list(pod: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
@@ -209,6 +210,19 @@ def _unit_request(kind: str, name: str, value: int | None) -> TypeRequest | None
     if value > 100 and value % 100 == 0:
         return TypeRequest(kind, {name: 100}, value // 100)
     return TypeRequest(kind, {name: value}, 1)
+
+
+def apply_hint(request: TypeRequest, *, strategy: str, exclusive: str) -> TypeRequest:
+    """A hint's ``allocateStrategy`` on an RDMA/FPGA request of at most 100 (§2.2)."""
+    if request.type == TYPE_GPU or request.count != 1:
+        return request  # larger quantities take the whole-device path first
+    name, quantity = next(iter(request.per_device.items()))
+    if strategy == "ApplyForAll":
+        return replace(request, apply_for_all=True)
+    if strategy == "RequestsAsCount":
+        per = 100 if exclusive == "DeviceLevel" else 1
+        return replace(request, per_device={name: per}, count=quantity)
+    return request
 
 
 def normalise(task: TaskInfo, requests: Mapping[str, int]) -> dict[str, TypeRequest]:
