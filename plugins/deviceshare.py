@@ -100,6 +100,10 @@ def _check_finegrained(args: DeviceShareArgs) -> None:
     object.__setattr__(args, "finegrained_weights", tuple(weights))
 
 
+def _always(request: Any, columns: Any) -> bool:
+    return True
+
+
 @dataclass(slots=True)
 class _Held:
     """What one in-session allocation wrote, so a rollback can take it back."""
@@ -196,7 +200,12 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         return out
 
     def wants_exact(self, task: TaskInfo) -> bool:
-        return bool(self._safe_requests(task))
+        # A family whose columns decide a request exactly (``needs_exact`` False) spares the
+        # per-node loop; a node lock always needs it.
+        columns = self.ssn.table.columns
+        return any(family.lock_name(request) is not None
+                   or getattr(family, "needs_exact", _always)(request, columns)
+                   for family, request in self._safe_requests(task))
 
     def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         requests = self._safe_requests(task)
@@ -242,6 +251,11 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         requests = self._safe_requests(task)
         if not requests:
             return scores
+        if all(hasattr(family, "vector_score") for family, _ in requests):
+            for family, request in requests:  # one pass over all candidates
+                scores += family.vector_score(request, table.columns,  # type: ignore[attr-defined]
+                                              candidates)
+            return scores * self.config.weight
         for i, row in enumerate(candidates):
             node = table.nodes[int(row)]
             cached = self._scores.get(node.name) if self._scored_task == task.uid else None

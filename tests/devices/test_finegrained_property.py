@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -164,3 +166,51 @@ def test_same_pcie_joint_succeeds_whenever_some_combination_exists(
         by_minor = {(d["type"], d["minor"]): d["topology"]["pcieID"] for d in devices}
         gpu_roots = {by_minor[("gpu", e["minor"])] for e in result["gpu"]}
         assert {by_minor[("rdma", e["minor"])] for e in result["rdma"]} == gpu_roots
+
+
+column_requests = st.one_of(
+    requests,
+    st.builds(lambda n: {"nvidia": n, "rdma": 1, "annotations": {
+        "scheduling.koordinator.sh/device-joint-allocate":
+            '{"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"}'}},
+        st.integers(1, 4)),
+    st.builds(lambda n, q: {"nvidia": n, "rdma": q, "annotations": {
+        "scheduling.koordinator.sh/device-joint-allocate": '{"deviceTypes": ["gpu", "rdma"]}'}},
+        st.integers(1, 4), st.sampled_from([1, 100, 200])),
+    st.builds(lambda q: {"rdma": q, "annotations": {
+        "scheduling.koordinator.sh/device-allocate-hint":
+            '{"rdma": {"vfSelector": {}, "allocateStrategy": "RequestsAsCount"}}'}},
+        st.integers(1, 3)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(requests, max_size=8), column_requests)
+def test_columns_decide_exactly_what_the_device_choice_decides(
+        history: list[Any], probe: dict[str, Any]) -> None:
+    """When the family says the columns are exact, the vector verdict and score must equal the
+    full device choice (``filter_node``) on every node state."""
+    family = _family()
+    devices = family.build(node_from_object(fg_node("n1", gpus=4)), device_object("n1", [
+        *(gpu(m, memory=MEMORIES[m % 3], pcie=f"p{m // 2}", numa=m // 2) for m in range(4)),
+        nic(0, pcie="p0", vfs=2), nic(1, pcie="p1", numa=1, vfs=1)]))
+    for i, resources in enumerate(history):
+        task = task_from_pod(fg_pod(f"h{i}", **resources))
+        request = family.parse_request(task)
+        assert request is not None
+        with contextlib.suppress(DeviceError):
+            devices.allocate(task, request, now=0.0)
+    resources = dict(probe)
+    annotations = resources.pop("annotations", None)
+    pod = task_from_pod(fg_pod("probe", annotations=annotations, **resources))
+    request = family.parse_request(pod)
+    assert request is not None
+    columns = {name: np.array([value]) for name, value in
+               zip(family.COLUMNS, devices.summary(), strict=True)}
+    if family.needs_exact(request, columns):
+        return
+    fit = devices.filter_node(pod, request)
+    assert bool(family.vector_fit(request, columns)[0]) == (fit.status is None), fit.status
+    if fit.status is None:
+        score = family.vector_score(request, columns, np.array([0]))[0]
+        assert score == fit.score

@@ -11,6 +11,7 @@ A node without a Device object is left to kubelet: every check passes and nothin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.api.devices.base import (
     DeviceError,
@@ -21,6 +22,7 @@ from scheduler.api.devices.base import (
 )
 from scheduler.api.devices.base import task_annotations as binding_view
 from scheduler.api.devices.finegrained.allocator import Scoring, node_score
+from scheduler.api.devices.finegrained.columns import COLUMNS, summary
 from scheduler.api.devices.finegrained.hints import parse_hints
 from scheduler.api.devices.finegrained.ledger import (
     Allocation,
@@ -30,32 +32,61 @@ from scheduler.api.devices.finegrained.ledger import (
     decode_allocation,
     encode_allocation,
 )
+from scheduler.api.devices.finegrained.model import NodeDeviceSpec
 from scheduler.api.devices.finegrained.names import (
     ALLOCATE_HINT,
     ALLOCATED,
-    GPU_CORE,
-    GPU_MEMORY,
-    GPU_MEMORY_RATIO,
     GPU_MINORS,
-    TYPE_FPGA,
     TYPE_GPU,
-    TYPE_RDMA,
-    UNIT_OF,
 )
 from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest, plan
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 
-__all__ = ["CHECKPOINT_PREFIX", "SUMMARY_COLUMNS", "FineGrainedDevices"]
+__all__ = ["CHECKPOINT_PREFIX", "SUMMARY_COLUMNS", "FineGrainedDevices", "FitMemo"]
 
 NAME = "FineGrained"
 CHECKPOINT_PREFIX = "checkpoint/"
-SUMMARY_COLUMNS = (
-    "finegrained.present", "finegrained.gpu_healthy", "finegrained.gpu_idle",
-    "finegrained.gpu_max_core", "finegrained.gpu_max_ratio", "finegrained.gpu_max_bytes",
-    "finegrained.rdma_max", "finegrained.rdma_with_free", "finegrained.fpga_max",
-    "finegrained.fpga_with_free",
-)
+SUMMARY_COLUMNS = COLUMNS
+
+
+@dataclass(slots=True)
+class FitMemo:
+    """Filter verdicts shared by nodes of the same shape in the same state.
+
+    Most nodes of a cluster are alike (same devices, same topology) and many are in the same
+    state (often empty), so one pod's exact check on a hundred candidates is mostly the same
+    computation. A verdict depends only on the node's shape (its Device object without names),
+    the ledger's :meth:`~.ledger.Ledger.state_key` and the request object, so it is kept under
+    those. The request itself is stored with the verdict and compared by identity, so a reused
+    ``id`` can never return another pod's verdict.
+    """
+
+    verdicts: dict[tuple[int, Any, int], tuple[PodDeviceRequest, DeviceFit]] = field(
+        default_factory=dict)
+    rows: dict[tuple[int, Any], tuple[float, ...]] = field(default_factory=dict)
+    """Summary rows by (shape, state): identical nodes share one computation."""
+    shapes: dict[Any, int] = field(default_factory=dict)
+    limit: int = 50_000
+
+    def shape_id(self, spec: NodeDeviceSpec, topology: NodeTopology) -> int:
+        roots: dict[str, int] = {}
+        devices = tuple(
+            (d.type, d.minor, tuple(sorted(d.total.items())), d.numa,
+             roots.setdefault(d.pcie, len(roots)) if d.has_topology else -1,
+             tuple(sorted(d.labels.items())), tuple(vf.labels for vf in d.vfs))
+            for d in spec.devices)
+        key = (devices, topology.tree, repr(topology.partitions), topology.honor_partitions)
+        return self.shapes.setdefault(key, len(self.shapes))
+
+    def get(self, key: tuple[int, Any, int], request: PodDeviceRequest) -> DeviceFit | None:
+        hit = self.verdicts.get(key)
+        return hit[1] if hit is not None and hit[0] is request else None
+
+    def put(self, key: tuple[int, Any, int], request: PodDeviceRequest, fit: DeviceFit) -> None:
+        if len(self.verdicts) >= self.limit:
+            self.verdicts.clear()
+        self.verdicts[key] = (request, fit)
 
 
 @dataclass(slots=True)
@@ -67,6 +98,8 @@ class FineGrainedDevices:
     reporter: Reporter | None = None
     policy: str = "binpack"
     topology: NodeTopology = field(default_factory=NodeTopology)
+    memo: FitMemo | None = None
+    shape: int = -1
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -112,10 +145,19 @@ class FineGrainedDevices:
     def filter_node(self, task: TaskInfo, request: PodDeviceRequest) -> DeviceFit:
         if self.ledger is None:
             return DeviceFit()
+        key = (self.shape, self.ledger.state_key(), id(request))
+        if self.memo is not None:
+            known = self.memo.get(key, request)
+            if known is not None:
+                return known
         result = plan(self.ledger, request, scoring=self.scoring, topology=self.topology)
         if isinstance(result, str):
-            return DeviceFit(Status.unschedulable(result))
-        return DeviceFit(score=float(node_score(self.ledger, request.types, self.scoring)))
+            fit = DeviceFit(Status.unschedulable(result))
+        else:
+            fit = DeviceFit(score=float(node_score(self.ledger, request.types, self.scoring)))
+        if self.memo is not None:
+            self.memo.put(key, request, fit)
+        return fit
 
     def allocate(self, task: TaskInfo, request: PodDeviceRequest, *, now: float
                  ) -> dict[str, str]:
@@ -137,29 +179,15 @@ class FineGrainedDevices:
 
     # -- summaries ----------------------------------------------------------------------
     def summary(self) -> tuple[float, ...]:
-        ledger = self.ledger
-        if ledger is None:
-            return (0.0,) * len(SUMMARY_COLUMNS)
-        healthy = idle = 0
-        max_core = max_ratio = max_bytes = 0
-        for device in ledger.by_type.get(TYPE_GPU, ()):
-            if not device.total:
-                continue
-            healthy += 1
-            free = ledger.free(TYPE_GPU, device.minor)
-            if ledger.is_untouched(TYPE_GPU, device.minor):
-                idle += 1
-            max_core = max(max_core, free.get(GPU_CORE, 0))
-            max_ratio = max(max_ratio, free.get(GPU_MEMORY_RATIO, 0))
-            max_bytes = max(max_bytes, free.get(GPU_MEMORY, 0))
-        units: list[float] = []
-        for kind in (TYPE_RDMA, TYPE_FPGA):
-            name = UNIT_OF[kind]
-            frees = [ledger.free(kind, d.minor).get(name, 0)
-                     for d in ledger.by_type.get(kind, ()) if d.total]
-            units += [float(max(frees, default=0)), float(sum(1 for f in frees if f > 0))]
-        return (1.0, float(healthy), float(idle), float(max_core), float(max_ratio),
-                float(max_bytes), *units)
+        if self.ledger is None or self.memo is None:
+            return summary(self.ledger, self.topology.honor_partitions)
+        key = (self.shape, self.ledger.state_key())
+        row = self.memo.rows.get(key)
+        if row is None:
+            if len(self.memo.rows) >= self.memo.limit:
+                self.memo.rows.clear()
+            row = self.memo.rows[key] = summary(self.ledger, self.topology.honor_partitions)
+        return row
 
     def status(self) -> str:
         if self.ledger is None:
@@ -174,7 +202,8 @@ class FineGrainedDevices:
         return FineGrainedDevices(node_name=self.node_name,
                                   ledger=None if self.ledger is None else self.ledger.clone(),
                                   scoring=self.scoring, reporter=self.reporter,
-                                  policy=self.policy, topology=self.topology)
+                                  policy=self.policy, topology=self.topology,
+                                  memo=self.memo, shape=self.shape)
 
     def charge_checkpoints(self) -> None:
         """Charge the GPUs kubelet handed out on its own (Device object checkpoints)."""

@@ -10,14 +10,20 @@ candidates left. Nodes without a Device object pass every column (left to kubele
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
 from scheduler.api.devices.base import DeviceConfig, DeviceWarning, Reporter, task_annotations
 from scheduler.api.devices.finegrained.allocator import DEFAULT_WEIGHTS, Scoring
-from scheduler.api.devices.finegrained.devices import NAME, SUMMARY_COLUMNS, FineGrainedDevices
+from scheduler.api.devices.finegrained.columns import (
+    COLUMNS,
+    exact_by_columns,
+    vector_conditions,
+    vector_score,
+)
+from scheduler.api.devices.finegrained.devices import NAME, FineGrainedDevices, FitMemo
 from scheduler.api.devices.finegrained.hints import JointSpec, parse_hints, parse_joint
 from scheduler.api.devices.finegrained.ledger import Ledger
 from scheduler.api.devices.finegrained.model import parse_device_object
@@ -25,17 +31,11 @@ from scheduler.api.devices.finegrained.names import (
     ALLOCATE_HINT,
     ALLOCATED,
     DEPRECATED,
-    GPU_CORE,
-    GPU_MEMORY,
-    GPU_MEMORY_RATIO,
     GPU_MINORS,
     GPU_SHARED,
     JOINT_ALLOCATE,
     PARTITION_SPEC,
-    TYPE_FPGA,
     TYPE_GPU,
-    TYPE_RDMA,
-    UNIT_OF,
 )
 from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest
 from scheduler.api.devices.finegrained.request import (
@@ -54,9 +54,6 @@ from scheduler.api.task import TaskInfo
 
 __all__ = ["FineGrainedFamily"]
 
-_COL = dict(zip(("present", "gpu_healthy", "gpu_idle", "gpu_max_core", "gpu_max_ratio",
-                 "gpu_max_bytes", "rdma_max", "rdma_with_free", "fpga_max", "fpga_with_free"),
-                SUMMARY_COLUMNS, strict=True))
 
 
 def scoring_of(config: DeviceConfig) -> Scoring:
@@ -70,13 +67,18 @@ def scoring_of(config: DeviceConfig) -> Scoring:
 class FineGrainedFamily:
     config: DeviceConfig
     reporter: Reporter
+    memo: FitMemo = field(default_factory=FitMemo)
+    scoring: Scoring = field(init=False)
     NAME: ClassVar[str] = NAME
-    COLUMNS: ClassVar[tuple[str, ...]] = SUMMARY_COLUMNS
+    COLUMNS: ClassVar[tuple[str, ...]] = COLUMNS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scoring", scoring_of(self.config))
 
     # -- nodes ----------------------------------------------------------------------------
     def build(self, node: NodeInfo, device_object: Mapping[str, Any] | None = None
               ) -> FineGrainedDevices:
-        scoring = scoring_of(self.config)
+        scoring = self.scoring
         if device_object is None:
             return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring)
         warn = self._warner(node.name)
@@ -87,7 +89,8 @@ class FineGrainedFamily:
             honor_partitions=spec.partition_policy == "Honor")
         devices = FineGrainedDevices(node_name=node.name, ledger=Ledger(spec),
                                      scoring=scoring, reporter=self.reporter,
-                                     topology=topology)
+                                     topology=topology, memo=self.memo,
+                                     shape=self.memo.shape_id(spec, topology))
         devices.charge_checkpoints()
         return devices
 
@@ -127,44 +130,27 @@ class FineGrainedFamily:
         return PodDeviceRequest(types=types, describe=describe, partition_spec=partition,
                                 hints=hints, joint=joint)
 
-    # -- vector pre-filter ----------------------------------------------------------------
-    def _conditions(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
-                    ) -> list[tuple[np.ndarray, str]]:
-        out: list[tuple[np.ndarray, str]] = []
-        gpu = request.types.get(TYPE_GPU)
-        if gpu is not None:
-            out.append((columns[_COL["gpu_healthy"]] < gpu.count, "Insufficient gpu devices"))
-            if not gpu.shared:
-                out.append((columns[_COL["gpu_idle"]] < gpu.count, "Insufficient gpu devices"))
-            for name, key in ((GPU_CORE, "gpu_max_core"), (GPU_MEMORY_RATIO, "gpu_max_ratio"),
-                              (GPU_MEMORY, "gpu_max_bytes")):
-                if name in gpu.per_device:
-                    out.append((columns[_COL[key]] < gpu.per_device[name],
-                                "Insufficient gpu devices"))
-        for kind in (TYPE_RDMA, TYPE_FPGA):
-            unit = request.types.get(kind)
-            if unit is None:
-                continue
-            out.append((columns[_COL[f"{kind}_max"]] < unit.per_device[UNIT_OF[kind]],
-                        f"Insufficient {kind} devices"))
-            if not unit.apply_for_all:
-                out.append((columns[_COL[f"{kind}_with_free"]] < unit.count,
-                            f"Insufficient {kind} devices"))
-        return out
-
+    # -- vector pre-filter and score ------------------------------------------------------
     def vector_fit(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
                    ) -> np.ndarray:
-        absent = columns[_COL["present"]] <= 0
-        mask = np.ones(len(absent), dtype=bool)
-        for failed, _ in self._conditions(request, columns):
+        mask = np.ones(len(columns[COLUMNS[0]]), dtype=bool)
+        for failed, _ in vector_conditions(request, columns):
             mask &= ~failed
-        return np.asarray(mask | absent)
+        return mask
 
     def vector_reasons(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
                        ) -> list[tuple[np.ndarray, str]]:
-        present = columns[_COL["present"]] > 0
-        return [(failed & present, reason) for failed, reason in
-                self._conditions(request, columns)]
+        return vector_conditions(request, columns)
+
+    def needs_exact(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
+                    ) -> bool:
+        """False when the columns already give the exact device verdict for every node."""
+        return not exact_by_columns(request, columns)
+
+    def vector_score(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray],
+                     rows: np.ndarray) -> np.ndarray:
+        """The node device score of ``rows`` (what the ledgers' ``filter_node`` scores)."""
+        return vector_score(request, columns, rows, self.scoring)
 
     def lock_name(self, request: PodDeviceRequest) -> str | None:
         return None  # Koordinator binds without a node lock

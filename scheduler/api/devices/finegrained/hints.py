@@ -36,6 +36,11 @@ class LabelSelector:
     match_labels: tuple[tuple[str, str], ...] = ()
     expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
 
+    @property
+    def is_empty(self) -> bool:
+        """``{}``: matches everything."""
+        return not self.match_labels and not self.expressions
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.match_labels):
             return False

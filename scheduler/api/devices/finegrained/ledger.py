@@ -123,6 +123,7 @@ class Ledger:
     """Holder → the ``(device type, PCIe root)`` pairs it holds exclusively (PCIeLevel)."""
     devices: dict[tuple[str, int], DeviceInfo] = field(default_factory=dict)
     by_type: dict[str, tuple[DeviceInfo, ...]] = field(default_factory=dict)
+    _state: tuple[Any, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -137,6 +138,25 @@ class Ledger:
             return {}
         used = self.used.get((kind, minor), {})
         return {name: max(total - used.get(name, 0), 0) for name, total in device.total.items()}
+
+    def state_key(self) -> tuple[Any, ...]:
+        """Everything about usage that a device choice depends on, hashable and free of
+        node-specific names (VFs by position, PCIe roots by their devices' minors), so nodes
+        of the same shape in the same state share a key."""
+        if self._state is None:
+            vfs = []
+            for (kind, minor), held in sorted(self.vfs_used.items()):
+                device = self.devices.get((kind, minor))
+                positions = tuple(i for i, vf in enumerate(device.vfs) if vf.bus_id in held) \
+                    if device is not None else tuple(sorted(held))
+                vfs.append((kind, minor, positions))
+            exclusive = sorted({(kind, minor) for pairs in self.exclusive.values()
+                                for kind, root in pairs for minor in
+                                (d.minor for d in self.by_type.get(kind, ()) if d.pcie == root)})
+            self._state = (tuple(sorted((key, tuple(sorted(used.items())))
+                                        for key, used in self.used.items())),
+                           tuple(vfs), tuple(exclusive))
+        return self._state
 
     def exclusive_roots(self, kind: str) -> set[str]:
         return {root for pairs in self.exclusive.values() for k, root in pairs if k == kind}
@@ -154,6 +174,7 @@ class Ledger:
                exclusive: frozenset[tuple[str, str]] = frozenset()) -> None:
         if holder in self.holders:  # idempotent, as Koordinator's allocate set
             return
+        self._state = None
         if exclusive:
             self.exclusive[holder] = exclusive
         for kind, picks in allocation.items():
@@ -172,6 +193,7 @@ class Ledger:
         self.exclusive.pop(holder, None)
         if allocation is None:
             return None
+        self._state = None
         for kind, picks in allocation.items():
             for pick in picks:
                 used = self.used.get((kind, pick.minor), {})
@@ -193,7 +215,7 @@ class Ledger:
         return Ledger(spec=self.spec, used={k: dict(v) for k, v in self.used.items()},
                       vfs_used={k: set(v) for k, v in self.vfs_used.items()},
                       holders=dict(self.holders), exclusive=dict(self.exclusive),
-                      devices=self.devices, by_type=self.by_type)
+                      devices=self.devices, by_type=self.by_type, _state=self._state)
 
 
 def whole_gpu_charge(device: DeviceInfo) -> dict[str, int]:
