@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_inspect_arguments(sub)
+    from scheduler.inspect_devices import add_inspect_devices
+
+    add_inspect_devices(sub)
     try:
         from scheduler.cluster.kube.run import add_run_arguments, run_main
     except ImportError:

@@ -324,6 +324,6 @@ class SimCluster:
     def all_objects(self) -> list[Obj]:
         """Every object, kinds in a stable order, then the Events."""
         out: list[Obj] = []
-        for kind in ("Node", "Pod", "PodGroup", "Queue", "PriorityClass"):
+        for kind in ("Node", "Device", "Pod", "PodGroup", "Queue", "PriorityClass"):
             out.extend(self.objects.get(kind, {}).values())
         return out + self.events
