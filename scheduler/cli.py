@@ -91,8 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         add_inspect_arguments(sub)
     from scheduler.inspect_devices import add_inspect_devices
+    from scheduler.nodeagent.cli import add_device_arguments
 
     add_inspect_devices(sub)
+    add_device_arguments(sub)
     try:
         from scheduler.cluster.kube.run import add_run_arguments, run_main
     except ImportError:
