@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.devices.base import DeviceConfig, DeviceError, Reporter
+from scheduler.api.devices.finegrained.columns import vector_score
 from scheduler.api.devices.finegrained.devices import FineGrainedDevices
 from scheduler.api.devices.finegrained.family import FineGrainedFamily
 from scheduler.api.node import node_from_object
@@ -212,5 +213,5 @@ def test_columns_decide_exactly_what_the_device_choice_decides(
     fit = devices.filter_node(pod, request)
     assert bool(family.vector_fit(request, columns)[0]) == (fit.status is None), fit.status
     if fit.status is None:
-        score = family.vector_score(request, columns, np.array([0]))[0]
+        score = vector_score(request, columns, np.array([0]), family.scoring)[0]
         assert score == fit.score

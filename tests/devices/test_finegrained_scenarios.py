@@ -188,3 +188,22 @@ def test_broken_device_entries_are_reported_and_skipped() -> None:
     assert minors(run, "p") == [0]
     messages = [e["message"] for e in run.events("InvalidDevice")]
     assert any("spec.devices[1]: field minor" in m for m in messages)
+
+
+def test_deleted_device_object_keeps_usage_and_offers_nothing() -> None:
+    """Koordinator invalidates a deleted Device (all devices unhealthy, usage kept, #1186)
+    instead of dropping it, so a recreated object cannot double-allocate."""
+    cache = _cache()
+    cache.apply("ADDED", "Node", make_node("n1", cpu="8"))
+    cache.apply("ADDED", "Device", device_object("n1", [gpu(0), gpu(1)]))
+    holder = bound_pod("old", node="n1", allocation={"gpu": [
+        {"minor": 1, "resources": {CORE: "100", RATIO: "100", MEM: "16Gi"}}]}, nvidia=1)
+    holder["metadata"]["uid"] = "u-old"
+    cache.apply("ADDED", "Pod", holder)
+    cache.apply("DELETED", "Device", device_object("n1", []))
+    ledger = cache.nodes["n1"].others["FineGrained"].ledger
+    assert ledger is not None
+    assert ledger.free("gpu", 0) == {} and ledger.used[("gpu", 1)][CORE] == 100
+    cache.apply("ADDED", "Device", device_object("n1", [gpu(0), gpu(1)]))
+    ledger = cache.nodes["n1"].others["FineGrained"].ledger
+    assert ledger.free("gpu", 1)[CORE] == 0 and ledger.free("gpu", 0)[CORE] == 100

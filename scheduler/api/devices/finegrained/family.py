@@ -26,7 +26,11 @@ from scheduler.api.devices.finegrained.columns import (
 from scheduler.api.devices.finegrained.devices import NAME, FineGrainedDevices, FitMemo
 from scheduler.api.devices.finegrained.hints import JointSpec, parse_hints, parse_joint
 from scheduler.api.devices.finegrained.ledger import Ledger
-from scheduler.api.devices.finegrained.model import parse_device_object
+from scheduler.api.devices.finegrained.model import (
+    NodeDeviceSpec,
+    invalidated,
+    parse_device_object,
+)
 from scheduler.api.devices.finegrained.names import (
     ALLOCATE_HINT,
     ALLOCATED,
@@ -69,6 +73,8 @@ class FineGrainedFamily:
     reporter: Reporter
     memo: FitMemo = field(default_factory=FitMemo)
     scoring: Scoring = field(init=False)
+    last_specs: dict[str, NodeDeviceSpec] = field(default_factory=dict)
+    """The last Device object seen per node (a deleted one leaves its devices unhealthy)."""
     NAME: ClassVar[str] = NAME
     COLUMNS: ClassVar[tuple[str, ...]] = COLUMNS
 
@@ -79,10 +85,16 @@ class FineGrainedFamily:
     def build(self, node: NodeInfo, device_object: Mapping[str, Any] | None = None
               ) -> FineGrainedDevices:
         scoring = self.scoring
-        if device_object is None:
-            return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring)
         warn = self._warner(node.name)
-        spec = parse_device_object(device_object, warn)
+        if device_object is not None:
+            spec = parse_device_object(device_object, warn)
+            self.last_specs[node.name] = spec
+        elif node.name in self.last_specs:
+            # The Device object was deleted: keep the devices, unhealthy, with the pods'
+            # usage, so a recreated object cannot hand out what pods still hold (#1186).
+            spec = invalidated(self.last_specs[node.name])
+        else:
+            return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring)
         topology = NodeTopology(
             tree=build_tree(tuple(d for d in spec.devices if d.type == TYPE_GPU)),
             partitions=partition_table(spec, warn),
@@ -149,8 +161,12 @@ class FineGrainedFamily:
 
     def vector_score(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray],
                      rows: np.ndarray) -> np.ndarray:
-        """The node device score of ``rows`` (what the ledgers' ``filter_node`` scores)."""
-        return vector_score(request, columns, rows, self.scoring)
+        """The node device score of ``rows`` (what the ledgers' ``filter_node`` scores),
+        normalised as Koordinator's ``NormalizeScore`` (kube-scheduler's default: scaled so
+        the best candidate gets 100)."""
+        raw = vector_score(request, columns, rows, self.scoring)
+        best = raw.max() if len(raw) else 0.0
+        return raw * 100 // best if best > 0 else raw
 
     def lock_name(self, request: PodDeviceRequest) -> str | None:
         return None  # Koordinator binds without a node lock

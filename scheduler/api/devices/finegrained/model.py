@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler.api.devices.finegrained.names import (
@@ -32,7 +32,7 @@ from scheduler.api.devices.finegrained.names import (
 from scheduler.api.resource import QuantityError, parse_quantity
 
 __all__ = ["DeviceInfo", "NodeDeviceSpec", "VirtualFunction", "format_resource",
-           "parse_device_object", "to_int"]
+           "invalidated", "parse_device_object", "to_int"]
 
 Warn = Callable[[str], None]
 
@@ -86,6 +86,12 @@ class NodeDeviceSpec:
     @property
     def partition_policy(self) -> str:
         return self.labels.get(LABEL_PARTITION_POLICY, "")
+
+
+def invalidated(spec: NodeDeviceSpec) -> NodeDeviceSpec:
+    """``spec`` with every device unhealthy (offering nothing), kept for its pods' usage."""
+    return replace(spec, devices=tuple(replace(d, healthy=False, total={})
+                                       for d in spec.devices), checkpoint_minors={})
 
 
 def to_int(raw: object) -> int:
