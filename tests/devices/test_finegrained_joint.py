@@ -217,3 +217,15 @@ def test_bad_hint_or_joint_annotation_is_unresolvable_naming_the_field() -> None
     run = run_on([nic(0), gpu(0)], bad_hint, bad_joint)
     assert "field exclusivePolicy" in run.reason("a")
     assert "field requiredScope" in run.reason("b")
+
+
+def test_gpu_as_a_secondary_is_chosen_as_usual_and_checked_against_the_rule() -> None:
+    """Koordinator's GPU allocator ignores the preferred PCIe roots, so put the GPU first;
+    with SamePCIe a GPU on another root than the NIC breaks the rule."""
+    devices = [gpu(0, pcie="p0"), gpu(1, pcie="p1"), nic(0, pcie="p1")]
+    rdma_first = {JOINT: json.dumps({"deviceTypes": ["rdma", "gpu"]})}
+    run = run_on(devices, fg_pod("p", nvidia=1, rdma=1, annotations=rdma_first))
+    assert minors(run, "p") == [0] and minors(run, "p", "rdma") == [0]
+    same = {JOINT: json.dumps({"deviceTypes": ["rdma", "gpu"], "requiredScope": "SamePCIe"})}
+    refused = run_on(devices, fg_pod("p", nvidia=1, rdma=1, annotations=same))
+    assert "Device Joint-Allocate rules violation" in refused.reason("p")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from scheduler.api.devices.finegrained.allocator import Scoring, default_allocate, fits
 from scheduler.api.devices.finegrained.hints import Hint, JointSpec
-from scheduler.api.devices.finegrained.joint import joint_allocate
+from scheduler.api.devices.finegrained.joint import RULES_VIOLATION, joint_allocate
 from scheduler.api.devices.finegrained.ledger import Allocation, Ledger, Pick
 from scheduler.api.devices.finegrained.names import TYPE_GPU
 from scheduler.api.devices.finegrained.request import TypeRequest
@@ -148,6 +148,13 @@ def plan(ledger: Ledger, request: PodDeviceRequest, *, scoring: Scoring,
             return candidates[kind].problem
     out: Allocation = {}
     joint = request.joint
+    gpu_secondary = joint is not None and joint.types[0] != TYPE_GPU and TYPE_GPU in joint.types
+    if joint is not None and gpu_secondary:
+        # GPUs are never placed around another type (Koordinator's GPU allocator ignores the
+        # preferred PCIe roots): they are chosen as usual and only checked against the rule.
+        joint = JointSpec(tuple(t for t in joint.types if t != TYPE_GPU), joint.same_pcie)
+        if len(joint.types) < 2:
+            joint = None
     if joint is not None:
         primary = joint.types[0]
         first = _one_type(ledger, topology, request, primary, candidates[primary], scoring)
@@ -166,4 +173,13 @@ def plan(ledger: Ledger, request: PodDeviceRequest, *, scoring: Scoring,
         if isinstance(picks, str):
             return picks
         out[kind] = picks
+    if gpu_secondary and request.joint is not None and request.joint.same_pcie:
+        primary = request.joint.types[0]
+        if _roots(ledger, TYPE_GPU, out[TYPE_GPU]) != _roots(ledger, primary, out[primary]):
+            return RULES_VIOLATION
     return out
+
+
+def _roots(ledger: Ledger, kind: str, picks: tuple[Pick, ...]) -> set[str]:
+    return {ledger.devices[(kind, p.minor)].pcie for p in picks if (kind, p.minor) in
+            ledger.devices}
