@@ -1,6 +1,6 @@
 """The family's node-table columns: per-card free capacity, so one vector pass decides.
 
-Each node row carries, for up to ``GPU_SLOTS`` GPUs and ``UNIT_SLOTS`` RDMA NICs / FPGAs, the
+Each node row carries, for up to ``GPU_SLOTS`` GPUs and ``SLOTS`` RDMA NICs / FPGAs, the
 free core, ratio and bytes (and card size) of every GPU, the free share and free VFs of every
 NIC/FPGA, plus per-type sums for the node score. For the common requests this is not just a
 necessary condition but the exact answer of the device choice (whole GPUs, shared GPUs on one
@@ -37,6 +37,7 @@ __all__ = ["COLUMNS", "exact_by_columns", "summary", "vector_conditions", "vecto
 
 GPU_SLOTS = 8
 UNIT_SLOTS = 8
+SLOTS = {TYPE_RDMA: UNIT_SLOTS, TYPE_FPGA: 4}
 _P = "finegrained."
 _GPU_DIMS = ("core", "ratio", "bytes", "size")
 _SCORED = (GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY, RDMA, FPGA)
@@ -44,11 +45,10 @@ _TYPE_OF = {GPU_CORE: TYPE_GPU, GPU_MEMORY_RATIO: TYPE_GPU, GPU_MEMORY: TYPE_GPU
             RDMA: TYPE_RDMA, FPGA: TYPE_FPGA}
 
 COLUMNS: tuple[str, ...] = (
-    _P + "present", _P + "honor", _P + "gpu_healthy", _P + "gpu_idle", _P + "overflow",
-    _P + "gpu_max_core", _P + "gpu_max_ratio", _P + "gpu_max_bytes",
+    _P + "present", _P + "honor", _P + "gpu_idle", _P + "overflow",
     _P + "joint_idle_q1", _P + "joint_idle_q100",
     *(f"{_P}gpu{i}.{dim}" for i in range(GPU_SLOTS) for dim in _GPU_DIMS),
-    *(f"{_P}{kind}{i}.{dim}" for kind in (TYPE_RDMA, TYPE_FPGA) for i in range(UNIT_SLOTS)
+    *(f"{_P}{kind}{i}.{dim}" for kind in (TYPE_RDMA, TYPE_FPGA) for i in range(SLOTS[kind])
       for dim in ("free", "vfs")),
     *(f"{_P}total.{name}" for name in _SCORED), *(f"{_P}free.{name}" for name in _SCORED),
 )
@@ -71,13 +71,10 @@ def summary(ledger: Ledger | None, honor: bool) -> tuple[float, ...]:
     overflow = False
     gpus = [d for d in ledger.by_type.get(TYPE_GPU, ()) if d.total]
     overflow |= len(gpus) > GPU_SLOTS
-    idle = max_core = max_ratio = max_bytes = 0
+    idle = 0
     for slot, device in enumerate(gpus):
         free = ledger.free(TYPE_GPU, device.minor)
         idle += ledger.is_untouched(TYPE_GPU, device.minor)
-        max_core = max(max_core, free.get(GPU_CORE, 0))
-        max_ratio = max(max_ratio, free.get(GPU_MEMORY_RATIO, 0))
-        max_bytes = max(max_bytes, free.get(GPU_MEMORY, 0))
         for name in (GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY):
             totals[name] += device.total.get(name, 0)
             frees[name] += free.get(name, 0)
@@ -87,10 +84,7 @@ def summary(ledger: Ledger | None, honor: bool) -> tuple[float, ...]:
             row[_INDEX[base + "ratio"]] = free.get(GPU_MEMORY_RATIO, 0)
             row[_INDEX[base + "bytes"]] = free.get(GPU_MEMORY, 0)
             row[_INDEX[base + "size"]] = device.total.get(GPU_MEMORY, 0)
-    for name, value in (("gpu_healthy", len(gpus)), ("gpu_idle", idle),
-                        ("gpu_max_core", max_core), ("gpu_max_ratio", max_ratio),
-                        ("gpu_max_bytes", max_bytes)):
-        row[_INDEX[col(name)]] = float(value)
+    row[_INDEX[col("gpu_idle")]] = float(idle)
     # Idle GPUs on PCIe roots that also have a NIC with at least 1 / 100 free: the exact
     # answer for a SamePCIe whole-GPU + RDMA request (the joint search finds such a set).
     nic_roots: dict[int, set[str]] = {1: set(), 100: set()}
@@ -109,12 +103,12 @@ def summary(ledger: Ledger | None, honor: bool) -> tuple[float, ...]:
         name = UNIT_OF[kind]
         held = ledger.exclusive_roots(kind)
         units = [d for d in ledger.by_type.get(kind, ()) if d.total]
-        overflow |= len(units) > UNIT_SLOTS
+        overflow |= len(units) > SLOTS[kind]
         for slot, device in enumerate(units):
             share = ledger.free(kind, device.minor).get(name, 0)
             totals[name] += device.total.get(name, 0)
             frees[name] += share
-            if slot < UNIT_SLOTS and device.pcie not in held:  # exclusively held: unusable
+            if slot < SLOTS[kind] and device.pcie not in held:  # exclusively held: unusable
                 used_vfs = ledger.vfs_used.get((kind, device.minor), set())
                 row[_INDEX[f"{_P}{kind}{slot}.free"]] = share
                 row[_INDEX[f"{_P}{kind}{slot}.vfs"]] = sum(1 for vf in device.vfs
@@ -151,7 +145,7 @@ def _unit_ok(request: PodDeviceRequest, kind: str, columns: Mapping[str, np.ndar
     unit = request.types[kind]
     per = unit.per_device[UNIT_OF[kind]]
     count = np.zeros(len(columns[col("present")]))
-    for slot in range(UNIT_SLOTS):
+    for slot in range(SLOTS[kind]):
         ok = columns[f"{_P}{kind}{slot}.free"] >= per
         if with_vfs:
             ok = ok & (columns[f"{_P}{kind}{slot}.vfs"] > 0)

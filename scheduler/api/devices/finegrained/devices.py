@@ -52,21 +52,25 @@ SUMMARY_COLUMNS = COLUMNS
 
 @dataclass(slots=True)
 class FitMemo:
-    """Filter verdicts shared by nodes of the same shape in the same state.
+    """Device choices shared by nodes of the same shape in the same state.
 
     Most nodes of a cluster are alike (same devices, same topology) and many are in the same
-    state (often empty), so one pod's exact check on a hundred candidates is mostly the same
-    computation. A verdict depends only on the node's shape (its Device object without names),
-    the ledger's :meth:`~.ledger.Ledger.state_key` and the request object, so it is kept under
-    those. The request itself is stored with the verdict and compared by identity, so a reused
-    ``id`` can never return another pod's verdict.
+    state (often empty), and the pods of one job ask the same, so most exact checks repeat one
+    computation. A choice depends only on the node's shape (its Device object without names),
+    the ledger's :meth:`~.ledger.Ledger.state_key` and the request's content
+    (:attr:`~.plan.PodDeviceRequest.signature`), so verdicts, choices and summary rows are kept
+    under those. Choices that hold virtual functions are not kept: VF bus ids are the node's.
+    A request without a signature is keyed by identity and stored with its verdict, so a
+    reused ``id`` can never return another request's verdict.
     """
 
-    verdicts: dict[tuple[int, Any, int], tuple[PodDeviceRequest, DeviceFit]] = field(
+    verdicts: dict[tuple[int, Any, Any], tuple[PodDeviceRequest, DeviceFit]] = field(
         default_factory=dict)
+    plans: dict[tuple[int, Any, Any], Allocation | str] = field(default_factory=dict)
     rows: dict[tuple[int, Any], tuple[float, ...]] = field(default_factory=dict)
     """Summary rows by (shape, state): identical nodes share one computation."""
     shapes: dict[Any, int] = field(default_factory=dict)
+    decoded: dict[str, Allocation] = field(default_factory=dict)
     limit: int = 50_000
 
     def shape_id(self, spec: NodeDeviceSpec, topology: NodeTopology) -> int:
@@ -79,14 +83,34 @@ class FitMemo:
         key = (devices, topology.tree, repr(topology.partitions), topology.honor_partitions)
         return self.shapes.setdefault(key, len(self.shapes))
 
-    def get(self, key: tuple[int, Any, int], request: PodDeviceRequest) -> DeviceFit | None:
+    def get(self, key: tuple[int, Any, Any], request: PodDeviceRequest) -> DeviceFit | None:
         hit = self.verdicts.get(key)
-        return hit[1] if hit is not None and hit[0] is request else None
+        if hit is None or (not request.signature and hit[0] is not request):
+            return None
+        return hit[1]
 
-    def put(self, key: tuple[int, Any, int], request: PodDeviceRequest, fit: DeviceFit) -> None:
+    def put(self, key: tuple[int, Any, Any], request: PodDeviceRequest, fit: DeviceFit) -> None:
         if len(self.verdicts) >= self.limit:
             self.verdicts.clear()
         self.verdicts[key] = (request, fit)
+
+    def decode(self, text: str) -> Allocation:
+        """``device-allocated`` decoded once per text (a pod's annotation is read again on
+        every update of the pod and every node rebuild)."""
+        allocation = self.decoded.get(text)
+        if allocation is None:
+            allocation = decode_allocation(text)
+            if len(self.decoded) >= self.limit:
+                self.decoded.clear()
+            self.decoded[text] = allocation
+        return allocation
+
+    def remember_plan(self, key: tuple[int, Any, Any], result: Allocation | str) -> None:
+        if isinstance(result, dict) and any(p.vfs for picks in result.values() for p in picks):
+            return
+        if len(self.plans) >= self.limit:
+            self.plans.clear()
+        self.plans[key] = result
 
 
 @dataclass(slots=True)
@@ -109,7 +133,8 @@ class FineGrainedDevices:
         if not text:
             return
         try:
-            allocation = decode_allocation(text)
+            allocation = self.memo.decode(text) if self.memo is not None else \
+                decode_allocation(text)
         except AllocationError as exc:
             self._warn(task, f"pod {task.key} on node {self.node_name} has an unreadable "
                              f"{ALLOCATED} annotation ({exc}); its device usage is not counted")
@@ -145,12 +170,12 @@ class FineGrainedDevices:
     def filter_node(self, task: TaskInfo, request: PodDeviceRequest) -> DeviceFit:
         if self.ledger is None:
             return DeviceFit()
-        key = (self.shape, self.ledger.state_key(), id(request))
+        key = self._key(request)
         if self.memo is not None:
             known = self.memo.get(key, request)
             if known is not None:
                 return known
-        result = plan(self.ledger, request, scoring=self.scoring, topology=self.topology)
+        result = self._plan(request, key)
         if isinstance(result, str):
             fit = DeviceFit(Status.unschedulable(result))
         else:
@@ -164,7 +189,7 @@ class FineGrainedDevices:
         if self.ledger is None:
             return {}
         self.sub_task(task)
-        result = plan(self.ledger, request, scoring=self.scoring, topology=self.topology)
+        result = self._plan(request, self._key(request))
         if isinstance(result, str):
             raise DeviceError(f"node {self.node_name}: {result}")
         self.ledger.charge(str(task.uid), result,
@@ -173,6 +198,21 @@ class FineGrainedDevices:
         if result.get(TYPE_GPU):
             out[GPU_MINORS] = ",".join(str(p.minor) for p in result[TYPE_GPU])
         return out
+
+    def _key(self, request: PodDeviceRequest) -> tuple[int, Any, Any]:
+        assert self.ledger is not None
+        return (self.shape, self.ledger.state_key(), request.signature or id(request))
+
+    def _plan(self, request: PodDeviceRequest, key: tuple[int, Any, Any]) -> Allocation | str:
+        assert self.ledger is not None
+        if self.memo is not None and request.signature:
+            known = self.memo.plans.get(key)
+            if known is not None:
+                return known
+        result = plan(self.ledger, request, scoring=self.scoring, topology=self.topology)
+        if self.memo is not None and request.signature:
+            self.memo.remember_plan(key, result)
+        return result
 
     def release(self, task: TaskInfo) -> tuple[str, ...]:
         return (ALLOCATED, GPU_MINORS)

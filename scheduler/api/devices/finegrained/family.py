@@ -9,6 +9,7 @@ candidates left. Nodes without a Device object pass every column (left to kubele
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -139,8 +140,11 @@ class FineGrainedFamily:
                          if kind in types and not types[kind].apply_for_all)
             if len(kept) > 1:
                 joint = JointSpec(kept, same_pcie=spec.same_pcie)
+        signature = json.dumps([sorted(requests.items()), annotations.get(ALLOCATE_HINT),
+                                annotations.get(JOINT_ALLOCATE),
+                                annotations.get(PARTITION_SPEC)])
         return PodDeviceRequest(types=types, describe=describe, partition_spec=partition,
-                                hints=hints, joint=joint)
+                                hints=hints, joint=joint, signature=signature)
 
     # -- vector pre-filter and score ------------------------------------------------------
     def vector_fit(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]

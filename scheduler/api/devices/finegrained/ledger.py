@@ -143,6 +143,8 @@ class Ledger:
         """Everything about usage that a device choice depends on, hashable and free of
         node-specific names (VFs by position, PCIe roots by their devices' minors), so nodes
         of the same shape in the same state share a key."""
+        if self._state is None and not self.used and not self.vfs_used and not self.exclusive:
+            self._state = ()  # untouched: the most common state by far
         if self._state is None:
             vfs = []
             for (kind, minor), held in sorted(self.vfs_used.items()):
@@ -170,6 +172,8 @@ class Ledger:
                 if any(p.minor == minor for p in allocation.get(kind, ()))]
 
     # -- charging -------------------------------------------------------------------------
+    # The inner dicts and sets are never changed in place (a change replaces them), so a
+    # clone shares them with its original: snapshots copy only the outer maps.
     def charge(self, holder: str, allocation: Allocation,
                exclusive: frozenset[tuple[str, str]] = frozenset()) -> None:
         if holder in self.holders:  # idempotent, as Koordinator's allocate set
@@ -179,13 +183,16 @@ class Ledger:
             self.exclusive[holder] = exclusive
         for kind, picks in allocation.items():
             for pick in picks:
+                key = (kind, pick.minor)
+                used = dict(self.used.get(key, ()))
                 for name, value in pick.resources.items():
                     if value:
-                        used = self.used.setdefault((kind, pick.minor), {})
                         used[name] = used.get(name, 0) + value
+                if used:
+                    self.used[key] = used
                 if pick.vfs:
-                    self.vfs_used.setdefault((kind, pick.minor), set()).update(
-                        bus for _, bus in pick.vfs)
+                    self.vfs_used[key] = self.vfs_used.get(key, set()) | {
+                        bus for _, bus in pick.vfs}
         self.holders[holder] = allocation
 
     def discharge(self, holder: str) -> Allocation | None:
@@ -196,24 +203,28 @@ class Ledger:
         self._state = None
         for kind, picks in allocation.items():
             for pick in picks:
-                used = self.used.get((kind, pick.minor), {})
+                key = (kind, pick.minor)
+                used = dict(self.used.get(key, ()))
                 for name, value in pick.resources.items():
                     if value:
                         used[name] = used.get(name, 0) - value
                         if used[name] == 0:
                             del used[name]
-                if not used:
-                    self.used.pop((kind, pick.minor), None)
-                held = self.vfs_used.get((kind, pick.minor))
-                if held is not None:
-                    held.difference_update(bus for _, bus in pick.vfs)
-                    if not held:
-                        del self.vfs_used[(kind, pick.minor)]
+                if used:
+                    self.used[key] = used
+                else:
+                    self.used.pop(key, None)
+                held = self.vfs_used.get(key)
+                if held is not None and pick.vfs:
+                    left = held - {bus for _, bus in pick.vfs}
+                    if left:
+                        self.vfs_used[key] = left
+                    else:
+                        del self.vfs_used[key]
         return allocation
 
     def clone(self) -> Ledger:
-        return Ledger(spec=self.spec, used={k: dict(v) for k, v in self.used.items()},
-                      vfs_used={k: set(v) for k, v in self.vfs_used.items()},
+        return Ledger(spec=self.spec, used=dict(self.used), vfs_used=dict(self.vfs_used),
                       holders=dict(self.holders), exclusive=dict(self.exclusive),
                       devices=self.devices, by_type=self.by_type, _state=self._state)
 

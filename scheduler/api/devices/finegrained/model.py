@@ -96,6 +96,8 @@ def invalidated(spec: NodeDeviceSpec) -> NodeDeviceSpec:
 
 def to_int(raw: object) -> int:
     """A quantity as a whole number of base units (fractions are cut, as Go's Value())."""
+    if isinstance(raw, str) and raw.isdigit():  # the common case, without Decimal
+        return int(raw)
     return int(parse_quantity(raw))  # type: ignore[arg-type]
 
 

@@ -49,6 +49,9 @@ class PodDeviceRequest:
     partition_spec: PartitionSpec | None = None
     hints: Mapping[str, Hint] = field(default_factory=dict)
     joint: JointSpec | None = None
+    signature: str = ""
+    """Everything the device choice reads from the pod (requests and annotations), so pods
+    that ask the same share memoised choices; empty: not shared."""
 
     @property
     def gpu_required_scope(self) -> str:
