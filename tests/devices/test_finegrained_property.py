@@ -39,6 +39,10 @@ requests = st.one_of(
     st.builds(lambda s, m: {"gpu_shared": s, "gpu_memory": m * s}, st.integers(1, 2),
               st.integers(1, 12 * GIB)),
     st.builds(lambda q: {"rdma": q}, st.sampled_from([1, 30, 50, 100, 200])),
+    st.builds(lambda q: {"rdma": q, "annotations": {
+        "scheduling.koordinator.sh/device-allocate-hint":
+            '{"rdma": {"vfSelector": {}, "allocateStrategy": "RequestsAsCount"}}'}},
+        st.integers(1, 2)),
 )
 steps = st.lists(st.tuples(st.sampled_from(["allocate", "allocate", "rollback", "evict"]),
                            requests), min_size=1, max_size=25)
@@ -50,7 +54,7 @@ def _family() -> FineGrainedFamily:
 
 def _device_obj() -> dict[str, Any]:
     return device_object("n1", [*(gpu(m, memory=MEMORIES[m % 3], pcie=f"p{m // 2}")
-                                  for m in range(4)), nic(0), nic(1, pcie="p1")])
+                                  for m in range(4)), nic(0, vfs=2), nic(1, pcie="p1", vfs=1)])
 
 
 def _fresh(family: FineGrainedFamily) -> FineGrainedDevices:
@@ -64,6 +68,9 @@ def _check_not_overbooked(devices: FineGrainedDevices) -> None:
         total = ledger.devices[(kind, minor)].total
         for name, value in used.items():
             assert value <= total.get(name, 0), (kind, minor, name, value, total)
+    vfs = [bus for allocation in ledger.holders.values() for picks in allocation.values()
+           for pick in picks for _, bus in pick.vfs]
+    assert len(vfs) == len(set(vfs)), vfs  # no virtual function handed out twice
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
