@@ -81,11 +81,6 @@ class FineGrainedFamily:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scoring", scoring_of(self.config))
-        if self.config.vgpu and self.config.profile == "hami":
-            self.reporter.warn(DeviceWarning(
-                kind="Conf", name="deviceshare", reason="DeviceConfConflict", message=(
-                    "deviceshare.FineGrainedDeviceEnable with deviceshare.VGPUProfile hami: "
-                    "both families read nvidia.com/gpu, so such a pod must fit both")))
 
     # -- nodes ----------------------------------------------------------------------------
     def build(self, node: NodeInfo, device_object: Mapping[str, Any] | None = None
