@@ -17,13 +17,13 @@ from scheduler.api.devices.finegrained.names import (
     GPU_CORE,
     GPU_MEMORY,
     GPU_MEMORY_RATIO,
+    HAMI_CORE,
+    ISOLATION_LABEL,
     TYPE_GPU,
 )
 
-__all__ = ["ISOLATION_LABEL", "container_env"]
+__all__ = ["container_env"]
 
-ISOLATION_LABEL = "koordinator.sh/gpu-isolation-provider"
-HAMI_CORE = "HAMi-core"
 
 
 def container_env(allocation: Allocation | str, *, labels: Mapping[str, str] | None = None,

@@ -207,3 +207,26 @@ def test_deleted_device_object_keeps_usage_and_offers_nothing() -> None:
     cache.apply("ADDED", "Device", device_object("n1", [gpu(0), gpu(1)]))
     ledger = cache.nodes["n1"].others["FineGrained"].ledger
     assert ledger.free("gpu", 1)[CORE] == 0 and ledger.free("gpu", 0)[CORE] == 100
+
+
+def test_shared_gpu_with_an_isolation_provider_needs_a_node_with_the_same_label() -> None:
+    """Koordinator's Filter: a shared-GPU pod labelled
+    ``koordinator.sh/gpu-isolation-provider`` only fits nodes with the same label value (also
+    nodes without a Device object); whole GPUs are not concerned."""
+    label = {"koordinator.sh/gpu-isolation-provider": "HAMi-core"}
+    hami = fg_node("hami", gpus=2)
+    hami["metadata"]["labels"] = dict(label)
+    objs = [fg_node("plain", gpus=2), device_object("plain", [gpu(0), gpu(1)]), hami,
+            device_object("hami", [gpu(0), gpu(1)])]
+    shared = fg_pod("shared", gpu_core=20, gpu_memory_ratio=20)
+    shared["metadata"]["labels"] = dict(label)
+    whole = fg_pod("whole", nvidia=2)
+    whole["metadata"]["labels"] = dict(label)
+    run = simulate([*objs, shared], conf=finegrained_conf())
+    assert run.node_of("shared") == "hami"
+    other = dict(shared, metadata={**shared["metadata"], "labels": {
+        "koordinator.sh/gpu-isolation-provider": "other"}})
+    refused = simulate([*objs, other], conf=finegrained_conf())
+    assert "GPUIsolationProviderHAMICore not found on the node" in refused.reason("shared")
+    assert simulate([objs[0], objs[1], whole], conf=finegrained_conf()).node_of("whole") \
+        == "plain"

@@ -25,13 +25,14 @@ from scheduler.api.devices.finegrained.names import (
     GPU_CORE,
     GPU_MEMORY,
     GPU_MEMORY_RATIO,
+    HAMI_CORE,
     RDMA,
     TYPE_FPGA,
     TYPE_GPU,
     TYPE_RDMA,
     UNIT_OF,
 )
-from scheduler.api.devices.finegrained.plan import PodDeviceRequest
+from scheduler.api.devices.finegrained.plan import ISOLATION_REASON, PodDeviceRequest
 
 __all__ = ["COLUMNS", "exact_by_columns", "summary", "vector_conditions", "vector_score"]
 
@@ -45,7 +46,7 @@ _TYPE_OF = {GPU_CORE: TYPE_GPU, GPU_MEMORY_RATIO: TYPE_GPU, GPU_MEMORY: TYPE_GPU
             RDMA: TYPE_RDMA, FPGA: TYPE_FPGA}
 
 COLUMNS: tuple[str, ...] = (
-    _P + "present", _P + "honor", _P + "gpu_idle", _P + "overflow",
+    _P + "present", _P + "honor", _P + "isolation", _P + "gpu_idle", _P + "overflow",
     _P + "joint_idle_q1", _P + "joint_idle_q100",
     *(f"{_P}gpu{i}.{dim}" for i in range(GPU_SLOTS) for dim in _GPU_DIMS),
     *(f"{_P}{kind}{i}.{dim}" for kind in (TYPE_RDMA, TYPE_FPGA) for i in range(SLOTS[kind])
@@ -59,9 +60,15 @@ def col(name: str) -> str:
     return _P + name
 
 
-def summary(ledger: Ledger | None, honor: bool) -> tuple[float, ...]:
+def isolation_code(value: str) -> float:
+    """The node's ``koordinator.sh/gpu-isolation-provider`` label as a column value."""
+    return 0.0 if not value else 1.0 if value == HAMI_CORE else 2.0
+
+
+def summary(ledger: Ledger | None, honor: bool, isolation: str = "") -> tuple[float, ...]:
     """This node's row of :data:`COLUMNS`."""
     row = [0.0] * len(COLUMNS)
+    row[_INDEX[col("isolation")]] = isolation_code(isolation)
     if ledger is None:
         return tuple(row)
     row[_INDEX[col("present")]] = 1.0
@@ -155,9 +162,15 @@ def _unit_ok(request: PodDeviceRequest, kind: str, columns: Mapping[str, np.ndar
 
 def vector_conditions(request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
                       ) -> list[tuple[np.ndarray, str]]:
-    """``(failed, reason)`` per requested type (nodes without a Device object never fail)."""
+    """``(failed, reason)`` per requested type (nodes without a Device object never fail,
+    except on the isolation provider of a shared GPU, which is the Node's label)."""
     present = columns[col("present")] > 0
     out = []
+    gpu = request.types.get(TYPE_GPU)
+    if gpu is not None and gpu.shared and request.isolation:
+        code = columns[col("isolation")]
+        wrong = code != 1 if request.isolation == HAMI_CORE else code != 2
+        out.append((wrong, ISOLATION_REASON))
     for kind in request.types:
         unit = request.types[kind]
         if kind == TYPE_GPU:
@@ -199,6 +212,9 @@ def exact_by_columns(request: PodDeviceRequest, columns: Mapping[str, np.ndarray
     """True when :func:`vector_conditions` is the exact answer for every node."""
     if request.partition_spec is not None:
         return False
+    gpu = request.types.get(TYPE_GPU)
+    if gpu is not None and gpu.shared and request.isolation not in ("", HAMI_CORE):
+        return False  # other providers are compared by name on each node
     if request.joint and request.joint.same_pcie and (
             not _same_pcie_by_columns(request) or bool((columns[col("honor")] > 0).any())):
         return False

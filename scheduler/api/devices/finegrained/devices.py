@@ -39,7 +39,12 @@ from scheduler.api.devices.finegrained.names import (
     GPU_MINORS,
     TYPE_GPU,
 )
-from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest, plan
+from scheduler.api.devices.finegrained.plan import (
+    ISOLATION_REASON,
+    NodeTopology,
+    PodDeviceRequest,
+    plan,
+)
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 
@@ -67,7 +72,7 @@ class FitMemo:
     verdicts: dict[tuple[int, Any, Any], tuple[PodDeviceRequest, DeviceFit]] = field(
         default_factory=dict)
     plans: dict[tuple[int, Any, Any], Allocation | str] = field(default_factory=dict)
-    rows: dict[tuple[int, Any], tuple[float, ...]] = field(default_factory=dict)
+    rows: dict[tuple[int, Any, str], tuple[float, ...]] = field(default_factory=dict)
     """Summary rows by (shape, state): identical nodes share one computation."""
     shapes: dict[Any, int] = field(default_factory=dict)
     decoded: dict[str, Allocation] = field(default_factory=dict)
@@ -124,6 +129,8 @@ class FineGrainedDevices:
     topology: NodeTopology = field(default_factory=NodeTopology)
     memo: FitMemo | None = None
     shape: int = -1
+    isolation: str = ""
+    """The Node's ``koordinator.sh/gpu-isolation-provider`` label."""
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -168,6 +175,10 @@ class FineGrainedDevices:
 
     # -- choosing -----------------------------------------------------------------------
     def filter_node(self, task: TaskInfo, request: PodDeviceRequest) -> DeviceFit:
+        gpu = request.types.get(TYPE_GPU)
+        if gpu is not None and gpu.shared and request.isolation and \
+                request.isolation != self.isolation:
+            return DeviceFit(Status.unschedulable(ISOLATION_REASON))
         if self.ledger is None:
             return DeviceFit()
         key = self._key(request)
@@ -220,13 +231,14 @@ class FineGrainedDevices:
     # -- summaries ----------------------------------------------------------------------
     def summary(self) -> tuple[float, ...]:
         if self.ledger is None or self.memo is None:
-            return summary(self.ledger, self.topology.honor_partitions)
-        key = (self.shape, self.ledger.state_key())
+            return summary(self.ledger, self.topology.honor_partitions, self.isolation)
+        key = (self.shape, self.ledger.state_key(), self.isolation)
         row = self.memo.rows.get(key)
         if row is None:
             if len(self.memo.rows) >= self.memo.limit:
                 self.memo.rows.clear()
-            row = self.memo.rows[key] = summary(self.ledger, self.topology.honor_partitions)
+            row = self.memo.rows[key] = summary(self.ledger, self.topology.honor_partitions,
+                                                self.isolation)
         return row
 
     def status(self) -> str:
@@ -243,7 +255,7 @@ class FineGrainedDevices:
                                   ledger=None if self.ledger is None else self.ledger.clone(),
                                   scoring=self.scoring, reporter=self.reporter,
                                   policy=self.policy, topology=self.topology,
-                                  memo=self.memo, shape=self.shape)
+                                  memo=self.memo, shape=self.shape, isolation=self.isolation)
 
     def charge_checkpoints(self) -> None:
         """Charge the GPUs kubelet handed out on its own (Device object checkpoints)."""

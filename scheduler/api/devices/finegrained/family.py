@@ -38,6 +38,7 @@ from scheduler.api.devices.finegrained.names import (
     DEPRECATED,
     GPU_MINORS,
     GPU_SHARED,
+    ISOLATION_LABEL,
     JOINT_ALLOCATE,
     PARTITION_SPEC,
     TYPE_GPU,
@@ -95,7 +96,8 @@ class FineGrainedFamily:
             # usage, so a recreated object cannot hand out what pods still hold (#1186).
             spec = invalidated(self.last_specs[node.name])
         else:
-            return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring)
+            return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring,
+                                      isolation=node.labels.get(ISOLATION_LABEL, ""))
         topology = NodeTopology(
             tree=build_tree(tuple(d for d in spec.devices if d.type == TYPE_GPU)),
             partitions=partition_table(spec, warn),
@@ -103,7 +105,8 @@ class FineGrainedFamily:
         devices = FineGrainedDevices(node_name=node.name, ledger=Ledger(spec),
                                      scoring=scoring, reporter=self.reporter,
                                      topology=topology, memo=self.memo,
-                                     shape=self.memo.shape_id(spec, topology))
+                                     shape=self.memo.shape_id(spec, topology),
+                                     isolation=node.labels.get(ISOLATION_LABEL, ""))
         devices.charge_checkpoints()
         return devices
 
@@ -143,8 +146,11 @@ class FineGrainedFamily:
         signature = json.dumps([sorted(requests.items()), annotations.get(ALLOCATE_HINT),
                                 annotations.get(JOINT_ALLOCATE),
                                 annotations.get(PARTITION_SPEC)])
+        labels = (task.pod.get("metadata") or {}).get("labels") or {}
+        isolation = str(labels.get(ISOLATION_LABEL) or "")
         return PodDeviceRequest(types=types, describe=describe, partition_spec=partition,
-                                hints=hints, joint=joint, signature=signature)
+                                hints=hints, joint=joint, isolation=isolation,
+                                signature=signature)
 
     # -- vector pre-filter and score ------------------------------------------------------
     def vector_fit(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]

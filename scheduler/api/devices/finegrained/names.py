@@ -10,7 +10,8 @@ from __future__ import annotations
 __all__ = [
     "ALLOCATED", "ALLOCATE_HINT", "CHECKPOINTS", "DEPRECATED", "FPGA", "GPU", "GPU_CORE",
     "GPU_MEMORY", "GPU_MEMORY_RATIO", "GPU_MINORS", "GPU_NAMES", "GPU_PARTITIONS",
-    "GPU_SHARED", "JOINT_ALLOCATE", "LABEL_GPU_MODEL", "LABEL_GPU_VENDOR",
+    "GPU_SHARED", "HAMI_CORE", "ISOLATION_LABEL", "JOINT_ALLOCATE", "LABEL_GPU_MODEL",
+    "LABEL_GPU_VENDOR",
     "LABEL_PARTITION_POLICY", "PARTITION_SPEC", "RDMA", "TYPE_FPGA", "TYPE_GPU", "TYPE_RDMA",
     "VENDOR_GPUS",
 ]
@@ -60,3 +61,6 @@ CHECKPOINTS = "node.koordinator.sh/gpu-checkpoints"
 LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 LABEL_PARTITION_POLICY = "node.koordinator.sh/gpu-partition-policy"
+ISOLATION_LABEL = "koordinator.sh/gpu-isolation-provider"
+"""Pod and Node label: which library isolates a shared GPU (``HAMi-core``)."""
+HAMI_CORE = "HAMi-core"

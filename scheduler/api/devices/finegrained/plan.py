@@ -28,7 +28,9 @@ from scheduler.api.devices.finegrained.topology import (
     by_tree,
 )
 
-__all__ = ["NodeTopology", "PodDeviceRequest", "plan"]
+__all__ = ["ISOLATION_REASON", "NodeTopology", "PodDeviceRequest", "plan"]
+
+ISOLATION_REASON = "GPUIsolationProviderHAMICore not found on the node"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,9 @@ class PodDeviceRequest:
     partition_spec: PartitionSpec | None = None
     hints: Mapping[str, Hint] = field(default_factory=dict)
     joint: JointSpec | None = None
+    isolation: str = ""
+    """The pod's ``koordinator.sh/gpu-isolation-provider`` label: a shared GPU must be on a
+    node with the same label."""
     signature: str = ""
     """Everything the device choice reads from the pod (requests and annotations), so pods
     that ask the same share memoised choices; empty: not shared."""
