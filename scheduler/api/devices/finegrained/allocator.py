@@ -7,9 +7,9 @@ than the card has (Koordinator compares only the dimensions a pod names, which l
 tenants overbook by up to 1% each). What is charged is the request filled per chosen card:
 ratio ↔ bytes, both recorded.
 
-The default allocator (Koordinator's ``defaultAllocator``) orders candidates by a preferred
-PCIe round-robin (secondary joint types), then device score (descending), then minor, and
-takes devices until the maximum count; fewer than the desired count fails.
+The default allocator (Koordinator's ``defaultAllocator``) orders candidates by device score
+(descending), then minor, and takes devices until the maximum count; fewer than the desired
+count fails. Secondary joint types have their own order (:mod:`.joint`).
 """
 
 from __future__ import annotations
@@ -96,31 +96,12 @@ VfPicker = Callable[[DeviceInfo, set[str]], tuple[int, str] | None]
 """Given a PF and the VF bus ids already taken in this allocation, a free VF or None."""
 
 
-def _round_robin(devices: Sequence[DeviceInfo], preferred: Sequence[str]) -> list[DeviceInfo]:
-    by_pcie: dict[str, list[DeviceInfo]] = {p: [] for p in preferred}
-    for device in devices:
-        if device.pcie in by_pcie:
-            by_pcie[device.pcie].append(device)
-    out: list[DeviceInfo] = []
-    depth = 0
-    while True:
-        layer = [group[depth] for group in by_pcie.values() if len(group) > depth]
-        if not layer:
-            return out
-        out.extend(layer)
-        depth += 1
-
-
 def default_allocate(ledger: Ledger, request: TypeRequest, candidates: Sequence[DeviceInfo], *,
-                     scoring: Scoring, preferred_pcie: Sequence[str] = (),
-                     vf_picker: VfPicker | None = None) -> tuple[Pick, ...] | None:
+                     scoring: Scoring, vf_picker: VfPicker | None = None
+                     ) -> tuple[Pick, ...] | None:
     """Koordinator's default allocator over ``candidates`` (already filtered)."""
     per = request.per_device
     scored = sorted(candidates, key=lambda d: (-device_score(ledger, d, per, scoring), d.minor))
-    if preferred_pcie:
-        first = _round_robin(scored, preferred_pcie)
-        chosen_first = {d.minor for d in first}
-        scored = first + [d for d in scored if d.minor not in chosen_first]
     limit = max(request.max_count, request.count)
     picks: list[Pick] = []
     taken_vfs: set[str] = set()

@@ -125,7 +125,6 @@ class FineGrainedFamily:
         types = normalise(task, requests)
         if not types:
             return None
-        describe = ", ".join(f"{name} {value}" for name, value in sorted(requests.items()))
         annotations = task_annotations(task)
         partition = None
         if TYPE_GPU in types and PARTITION_SPEC in annotations:
@@ -148,7 +147,7 @@ class FineGrainedFamily:
                                 annotations.get(PARTITION_SPEC)])
         labels = (task.pod.get("metadata") or {}).get("labels") or {}
         isolation = str(labels.get(ISOLATION_LABEL) or "")
-        return PodDeviceRequest(types=types, describe=describe, partition_spec=partition,
+        return PodDeviceRequest(types=types, partition_spec=partition,
                                 hints=hints, joint=joint, isolation=isolation,
                                 signature=signature)
 

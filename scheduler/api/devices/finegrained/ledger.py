@@ -167,11 +167,6 @@ class Ledger:
         used = self.used.get((kind, minor))
         return not used or not any(used.values())
 
-    def holders_of(self, kind: str, minor: int) -> list[str]:
-        return [holder for holder, allocation in self.holders.items()
-                if any(p.minor == minor for p in allocation.get(kind, ()))]
-
-    # -- charging -------------------------------------------------------------------------
     # The inner dicts and sets are never changed in place (a change replaces them), so a
     # clone shares them with its original: snapshots copy only the outer maps.
     def charge(self, holder: str, allocation: Allocation,

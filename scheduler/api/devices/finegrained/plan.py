@@ -47,7 +47,6 @@ class PodDeviceRequest:
     """A pod's validated fine-grained request: per type, in allocation order."""
 
     types: Mapping[str, TypeRequest]
-    describe: str = ""
     partition_spec: PartitionSpec | None = None
     hints: Mapping[str, Hint] = field(default_factory=dict)
     joint: JointSpec | None = None
