@@ -68,7 +68,6 @@ class DeviceShareArgs:
     """Koordinator's ``ScoringStrategy.Resources``: a list of ``{name, weight}``."""
 
     def __post_init__(self) -> None:
-        _check_finegrained(self)
         if self.policy == "":
             object.__setattr__(self, "policy", "binpack")
         if self.policy not in POLICIES:
@@ -77,6 +76,7 @@ class DeviceShareArgs:
         if self.profile not in PROFILES:
             raise ArgumentError(_OWNER, "deviceshare.VGPUProfile",
                                 " or ".join(sorted(PROFILES)), self.profile)
+        _check_finegrained(self)
         if self.weight < 0:
             raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight", "at least 0", self.weight)
 
