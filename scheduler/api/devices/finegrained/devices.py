@@ -110,6 +110,11 @@ class FitMemo:
             self.decoded[text] = allocation
         return allocation
 
+    def seed(self, text: str, allocation: Allocation) -> None:
+        if len(self.decoded) >= self.limit:
+            self.decoded.clear()
+        self.decoded[text] = allocation
+
     def remember_plan(self, key: tuple[int, Any, Any], result: Allocation | str) -> None:
         if isinstance(result, dict) and any(p.vfs for picks in result.values() for p in picks):
             return
@@ -205,7 +210,10 @@ class FineGrainedDevices:
             raise DeviceError(f"node {self.node_name}: {result}")
         self.ledger.charge(str(task.uid), result,
                            request.exclusive_roots_of(result, self.ledger))
-        out = {ALLOCATED: encode_allocation(result, self.ledger.devices)}
+        text = encode_allocation(result, self.ledger.devices)
+        if self.memo is not None:  # the bound pod comes back with this text: no decoding
+            self.memo.seed(text, result)
+        out = {ALLOCATED: text}
         if result.get(TYPE_GPU):
             out[GPU_MINORS] = ",".join(str(p.minor) for p in result[TYPE_GPU])
         return out
