@@ -72,6 +72,9 @@ def _container_values(task: TaskInfo, container: Mapping[str, Any]) -> dict[str,
     out: dict[str, int] = {}
     for name in {*requests, *limits} & FINE_NAMES:
         raw: Any = requests.get(name, limits.get(name))
+        if isinstance(raw, str) and raw.isdigit():  # the common case, without Decimal
+            out[name] = int(raw)
+            continue
         try:
             value = parse_quantity(raw)
         except QuantityError:
