@@ -149,9 +149,11 @@ class SimCluster:
 
     def replay_into(self, apply: Callable[[str, str, Mapping[str, Any]], None]) -> None:
         """Deliver every stored object as ADDED (the initial list of an informer)."""
-        for kind in ("PriorityClass", "Queue", "Device", "Node", "PodGroup", "Pod"):
+        for kind in ("PriorityClass", "Queue", "Node", "PodGroup", "Pod"):
             for obj in self.objects.get(kind, {}).values():
                 apply("ADDED", kind, obj)
+        for obj in self.objects.get("Device", {}).values():  # the cache rebuilds its node
+            apply("ADDED", "Device", obj)
 
     def take_changes(self) -> int:
         changes, self.changes = self.changes, 0
