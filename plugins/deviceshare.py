@@ -66,6 +66,10 @@ class DeviceShareArgs:
     finegrained_weights: tuple[tuple[str, int], ...] = arg(
         "deviceshare.FineGrainedScoringResources", ())
     """Koordinator's ``ScoringStrategy.Resources``: a list of ``{name, weight}``."""
+    finegrained_unsupported: tuple[tuple[str, str], ...] = arg(
+        "deviceshare.FineGrainedShareUnsupportedModels", ())
+    """Koordinator's ``GPUShareUnsupportedModels``: ``{vendor, model}`` of nodes whose GPUs
+    must not be shared."""
 
     def __post_init__(self) -> None:
         if self.policy == "":
@@ -98,6 +102,18 @@ def _check_finegrained(args: DeviceShareArgs) -> None:
                                 "a list of {name: <resource>, weight: <integer >= 0>}", item)
         weights.append((name, weight))
     object.__setattr__(args, "finegrained_weights", tuple(weights))
+    models: list[tuple[str, str]] = []
+    for entry in args.finegrained_unsupported:
+        if isinstance(entry, tuple) and len(entry) == 2:
+            models.append(entry)
+            continue
+        vendor = entry.get("vendor", "") if isinstance(entry, dict) else None
+        model = entry.get("model") if isinstance(entry, dict) else None
+        if not isinstance(vendor, str) or not isinstance(model, str) or not model:
+            raise ArgumentError(_OWNER, "deviceshare.FineGrainedShareUnsupportedModels",
+                                "a list of {vendor: <label value>, model: <label value>}", entry)
+        models.append((vendor, model))
+    object.__setattr__(args, "finegrained_unsupported", tuple(models))
 
 
 def _always(request: Any, columns: Any) -> bool:

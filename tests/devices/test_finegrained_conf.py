@@ -32,6 +32,8 @@ def test_switch_turns_the_family_on_with_scoring_and_weights() -> None:
                  "deviceshare.FineGrainedScoringResources", id="negative-weight"),
     pytest.param({"FineGrainedScoringResources": ["koordinator.sh/rdma"]},
                  "deviceshare.FineGrainedScoringResources", id="not-a-map"),
+    pytest.param({"FineGrainedShareUnsupportedModels": [{"vendor": "nvidia"}]},
+                 "deviceshare.FineGrainedShareUnsupportedModels", id="model-missing"),
 ])
 def test_bad_arguments_are_errors_naming_the_key(extra: dict[str, object], key: str) -> None:
     text = finegrained_conf().rstrip("}\n") + ", " + ", ".join(

@@ -230,3 +230,19 @@ def test_shared_gpu_with_an_isolation_provider_needs_a_node_with_the_same_label(
     assert "GPUIsolationProviderHAMICore not found on the node" in refused.reason("shared")
     assert simulate([objs[0], objs[1], whole], conf=finegrained_conf()).node_of("whole") \
         == "plain"
+
+
+def test_share_unsupported_models_refuse_shared_gpus_only() -> None:
+    """Koordinator's ``GPUShareUnsupportedModels``: nodes whose GPU vendor/model labels are
+    listed take whole GPUs but never a shared one."""
+    conf = finegrained_conf(FineGrainedShareUnsupportedModels=[
+        {"vendor": "nvidia", "model": "T4"}])
+    t4 = fg_node("t4", gpus=2)
+    t4["metadata"]["labels"] = {"node.koordinator.sh/gpu-vendor": "nvidia",
+                                "node.koordinator.sh/gpu-model": "T4"}
+    objs = [t4, device_object("t4", [gpu(0), gpu(1)])]
+    shared = simulate([*objs, fg_pod("p", gpu_core=50, gpu_memory_ratio=50)], conf=conf)
+    assert shared.node_of("p") is None
+    assert "does not support sharing" in shared.reason("p")
+    whole = simulate([*objs, fg_pod("p", nvidia=1)], conf=conf)
+    assert whole.node_of("p") == "t4"

@@ -66,6 +66,8 @@ class DeviceConfig:
     finegrained_scoring: str = "LeastAllocated"
     finegrained_weights: tuple[tuple[str, int], ...] = ()
     """Scored resource → weight; empty means Koordinator's defaults."""
+    finegrained_unsupported: tuple[tuple[str, str], ...] = ()
+    """(vendor, model) of nodes whose GPUs are never shared."""
 
     @property
     def names(self) -> VGpuNames:
@@ -96,6 +98,7 @@ def config_from_args(*args: Any) -> DeviceConfig:
         finegrained=flag("finegrained"),
         finegrained_scoring=first("finegrained_scoring", "LeastAllocated"),
         finegrained_weights=tuple(first("finegrained_weights", ())),
+        finegrained_unsupported=tuple(first("finegrained_unsupported", ())),
     )
 
 

@@ -32,7 +32,11 @@ from scheduler.api.devices.finegrained.names import (
     TYPE_RDMA,
     UNIT_OF,
 )
-from scheduler.api.devices.finegrained.plan import ISOLATION_REASON, PodDeviceRequest
+from scheduler.api.devices.finegrained.plan import (
+    ISOLATION_REASON,
+    SHARE_UNSUPPORTED_REASON,
+    PodDeviceRequest,
+)
 
 __all__ = ["COLUMNS", "exact_by_columns", "summary", "vector_conditions", "vector_score"]
 
@@ -46,7 +50,8 @@ _TYPE_OF = {GPU_CORE: TYPE_GPU, GPU_MEMORY_RATIO: TYPE_GPU, GPU_MEMORY: TYPE_GPU
             RDMA: TYPE_RDMA, FPGA: TYPE_FPGA}
 
 COLUMNS: tuple[str, ...] = (
-    _P + "present", _P + "honor", _P + "isolation", _P + "gpu_idle", _P + "overflow",
+    _P + "present", _P + "honor", _P + "isolation", _P + "share_blocked", _P + "gpu_idle",
+    _P + "overflow",
     _P + "joint_idle_q1", _P + "joint_idle_q100",
     *(f"{_P}gpu{i}.{dim}" for i in range(GPU_SLOTS) for dim in _GPU_DIMS),
     *(f"{_P}{kind}{i}.{dim}" for kind in (TYPE_RDMA, TYPE_FPGA) for i in range(SLOTS[kind])
@@ -65,10 +70,12 @@ def isolation_code(value: str) -> float:
     return 0.0 if not value else 1.0 if value == HAMI_CORE else 2.0
 
 
-def summary(ledger: Ledger | None, honor: bool, isolation: str = "") -> tuple[float, ...]:
+def summary(ledger: Ledger | None, honor: bool, isolation: str = "",
+            share_blocked: bool = False) -> tuple[float, ...]:
     """This node's row of :data:`COLUMNS`."""
     row = [0.0] * len(COLUMNS)
     row[_INDEX[col("isolation")]] = isolation_code(isolation)
+    row[_INDEX[col("share_blocked")]] = float(share_blocked)
     if ledger is None:
         return tuple(row)
     row[_INDEX[col("present")]] = 1.0
@@ -171,6 +178,8 @@ def vector_conditions(request: PodDeviceRequest, columns: Mapping[str, np.ndarra
         code = columns[col("isolation")]
         wrong = code != 1 if request.isolation == HAMI_CORE else code != 2
         out.append((wrong, ISOLATION_REASON))
+    if gpu is not None and gpu.shared:
+        out.append((columns[col("share_blocked")] > 0, SHARE_UNSUPPORTED_REASON))
     for kind in request.types:
         unit = request.types[kind]
         if kind == TYPE_GPU:

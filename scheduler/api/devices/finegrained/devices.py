@@ -41,6 +41,7 @@ from scheduler.api.devices.finegrained.names import (
 )
 from scheduler.api.devices.finegrained.plan import (
     ISOLATION_REASON,
+    SHARE_UNSUPPORTED_REASON,
     NodeTopology,
     PodDeviceRequest,
     plan,
@@ -72,7 +73,7 @@ class FitMemo:
     verdicts: dict[tuple[int, Any, Any], tuple[PodDeviceRequest, DeviceFit]] = field(
         default_factory=dict)
     plans: dict[tuple[int, Any, Any], Allocation | str] = field(default_factory=dict)
-    rows: dict[tuple[int, Any, str], tuple[float, ...]] = field(default_factory=dict)
+    rows: dict[tuple[int, Any, str, bool], tuple[float, ...]] = field(default_factory=dict)
     """Summary rows by (shape, state): identical nodes share one computation."""
     shapes: dict[Any, int] = field(default_factory=dict)
     decoded: dict[str, Allocation] = field(default_factory=dict)
@@ -136,6 +137,8 @@ class FineGrainedDevices:
     shape: int = -1
     isolation: str = ""
     """The Node's ``koordinator.sh/gpu-isolation-provider`` label."""
+    share_blocked: bool = False
+    """The Node's GPU vendor/model is in ``FineGrainedShareUnsupportedModels``."""
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -184,6 +187,8 @@ class FineGrainedDevices:
         if gpu is not None and gpu.shared and request.isolation and \
                 request.isolation != self.isolation:
             return DeviceFit(Status.unschedulable(ISOLATION_REASON))
+        if gpu is not None and gpu.shared and self.share_blocked:
+            return DeviceFit(Status.unresolvable(SHARE_UNSUPPORTED_REASON))
         if self.ledger is None:
             return DeviceFit()
         key = self._key(request)
@@ -239,14 +244,15 @@ class FineGrainedDevices:
     # -- summaries ----------------------------------------------------------------------
     def summary(self) -> tuple[float, ...]:
         if self.ledger is None or self.memo is None:
-            return summary(self.ledger, self.topology.honor_partitions, self.isolation)
-        key = (self.shape, self.ledger.state_key(), self.isolation)
+            return summary(self.ledger, self.topology.honor_partitions, self.isolation,
+                           self.share_blocked)
+        key = (self.shape, self.ledger.state_key(), self.isolation, self.share_blocked)
         row = self.memo.rows.get(key)
         if row is None:
             if len(self.memo.rows) >= self.memo.limit:
                 self.memo.rows.clear()
             row = self.memo.rows[key] = summary(self.ledger, self.topology.honor_partitions,
-                                                self.isolation)
+                                                self.isolation, self.share_blocked)
         return row
 
     def status(self) -> str:
@@ -263,7 +269,8 @@ class FineGrainedDevices:
                                   ledger=None if self.ledger is None else self.ledger.clone(),
                                   scoring=self.scoring, reporter=self.reporter,
                                   policy=self.policy, topology=self.topology,
-                                  memo=self.memo, shape=self.shape, isolation=self.isolation)
+                                  memo=self.memo, shape=self.shape, isolation=self.isolation,
+                                  share_blocked=self.share_blocked)
 
     def charge_checkpoints(self) -> None:
         """Charge the GPUs kubelet handed out on its own (Device object checkpoints)."""

@@ -40,6 +40,8 @@ from scheduler.api.devices.finegrained.names import (
     GPU_SHARED,
     ISOLATION_LABEL,
     JOINT_ALLOCATE,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_VENDOR,
     PARTITION_SPEC,
     TYPE_GPU,
 )
@@ -97,7 +99,8 @@ class FineGrainedFamily:
             spec = invalidated(self.last_specs[node.name])
         else:
             return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring,
-                                      isolation=node.labels.get(ISOLATION_LABEL, ""))
+                                      isolation=node.labels.get(ISOLATION_LABEL, ""),
+                                      share_blocked=self._share_blocked(node))
         topology = NodeTopology(
             tree=build_tree(tuple(d for d in spec.devices if d.type == TYPE_GPU)),
             partitions=partition_table(spec, warn),
@@ -106,9 +109,15 @@ class FineGrainedFamily:
                                      scoring=scoring, reporter=self.reporter,
                                      topology=topology, memo=self.memo,
                                      shape=self.memo.shape_id(spec, topology),
-                                     isolation=node.labels.get(ISOLATION_LABEL, ""))
+                                     isolation=node.labels.get(ISOLATION_LABEL, ""),
+                                     share_blocked=self._share_blocked(node))
         devices.charge_checkpoints()
         return devices
+
+    def _share_blocked(self, node: NodeInfo) -> bool:
+        """Koordinator reads the Node's GPU vendor and model labels for this rule."""
+        key = (node.labels.get(LABEL_GPU_VENDOR, ""), node.labels.get(LABEL_GPU_MODEL, ""))
+        return key in self.config.finegrained_unsupported
 
     def _warner(self, node: str) -> Any:
         def warn(message: str) -> None:

@@ -28,9 +28,12 @@ from scheduler.api.devices.finegrained.topology import (
     by_tree,
 )
 
-__all__ = ["ISOLATION_REASON", "NodeTopology", "PodDeviceRequest", "plan"]
+__all__ = ["ISOLATION_REASON", "SHARE_UNSUPPORTED_REASON", "NodeTopology", "PodDeviceRequest",
+           "plan"]
 
 ISOLATION_REASON = "GPUIsolationProviderHAMICore not found on the node"
+SHARE_UNSUPPORTED_REASON = ("the node's GPU model does not support sharing "
+                            "(deviceshare.FineGrainedShareUnsupportedModels)")
 
 
 @dataclass(frozen=True, slots=True)
