@@ -3,6 +3,7 @@
 
     python hack/bench_throughput.py --nodes 5000 --pods 10000 [--seed 1] [--json]
     python hack/bench_throughput.py --scenario preempt --nodes 5000 --pods 1000
+    python hack/bench_throughput.py --scenario gpu --nodes 1000 --pods 2000
 
 The cluster: nodes of 32–96 cpu / 128–384 GiB spread over four zones; gang jobs of 1–16 tasks
 with cpu/memory requests, about a fifth of the jobs pinned to a zone by node selector. The conf
@@ -14,6 +15,11 @@ high-priority pods wait; the conf is Volcano's Helm default plus the preempt act
 besides: ``preemptions_per_second``, the preemptors pipelined (victims evicted for them) per
 second of the preempt action, and ``first_cycle_seconds``, the whole cycle that preempts
 (snapshot, the allocate attempt that fails, close and writes included).
+
+``--scenario gpu``: fine-grained devices (``conf/finegrained.conf``). Every node has a Device
+object with 8 GPUs on 4 PCIe roots over 2 NUMA nodes and 4 RDMA NICs (one per root, 4 VFs
+each); gang jobs of 1–8 pods mix fractional GPUs (by ratio and by bytes), whole GPUs, joint
+GPU + RDMA (SamePCIe) and hinted VF requests.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -34,6 +41,8 @@ from scheduler.simulate import build_simulation
 
 ZONES = ("zone-a", "zone-b", "zone-c", "zone-d")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "binpack.conf"
+GPU_CONF = Path(__file__).resolve().parents[1] / "conf" / "finegrained.conf"
+GPU_CONF = Path(__file__).resolve().parents[1] / "conf" / "finegrained.conf"
 
 
 def synthetic_cluster(nodes: int, pods: int, seed: int) -> list[Manifest]:
@@ -242,9 +251,81 @@ def run_preempt(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
     }
 
 
-def run(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
-    manifests = synthetic_cluster(nodes, pods, seed)
-    conf = load_conf(CONF)
+def _gpu_device(node: str) -> dict[str, object]:
+    devices: list[dict[str, object]] = []
+    for minor in range(8):
+        root = minor // 2
+        devices.append({
+            "type": "gpu", "minor": minor, "id": f"GPU-{node}-{minor}", "health": True,
+            "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "80Gi",
+                          "koordinator.sh/gpu-memory-ratio": "100"},
+            "topology": {"socketID": root // 2, "nodeID": root // 2, "pcieID": f"pci{root}",
+                         "busID": f"0000:{minor:02x}:00.0"}})
+    for minor in range(4):
+        bus = f"0000:{0x50 + minor:02x}:00"
+        devices.append({
+            "type": "rdma", "minor": minor, "id": f"{bus}.0", "health": True,
+            "resources": {"koordinator.sh/rdma": "100"},
+            "topology": {"socketID": minor // 2, "nodeID": minor // 2, "pcieID": f"pci{minor}",
+                         "busID": f"{bus}.0"},
+            "vfGroups": [{"vfs": [{"minor": -1, "busID": f"{bus}.{v}"} for v in range(1, 5)]}]})
+    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
+            "metadata": {"name": node}, "spec": {"devices": devices}}
+
+
+def gpu_cluster(nodes: int, pods: int, seed: int) -> list[Manifest]:
+    """Nodes with a Device object each; gang jobs of 1–8 pods, each job of one of the
+    fine-grained kinds."""
+    rng = random.Random(seed)
+    out: list[Manifest] = []
+    for i in range(nodes):
+        name = f"gpu-{i:05d}"
+        out.append(Manifest("bench", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {
+                "cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8",
+                "koordinator.sh/gpu-core": "800", "koordinator.sh/gpu-memory-ratio": "800",
+                "koordinator.sh/gpu-memory": "640Gi", "koordinator.sh/rdma": "400"}}}))
+        out.append(Manifest("bench", _gpu_device(name)))
+    kinds = (
+        ({"koordinator.sh/gpu-core": "25", "koordinator.sh/gpu-memory-ratio": "25"}, {}),
+        ({"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory": "20Gi"}, {}),
+        ({"nvidia.com/gpu": "1"}, {}),
+        ({"nvidia.com/gpu": "2"}, {}),
+        ({"nvidia.com/gpu": "4", "koordinator.sh/rdma": "1"},
+         {"scheduling.koordinator.sh/device-joint-allocate":
+          '{"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"}'}),
+        ({"koordinator.sh/rdma": "2"},
+         {"scheduling.koordinator.sh/device-allocate-hint":
+          '{"rdma": {"vfSelector": {}, "allocateStrategy": "RequestsAsCount"}}'}),
+    )
+    created, job = 0, 0
+    while created < pods:
+        size = min(rng.randint(1, 8), pods - created)
+        limits, annotations = rng.choice(kinds)
+        name = f"job-{job:05d}"
+        out.append(Manifest("bench", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "bench"},
+            "spec": {"minMember": size, "queue": "default"}}))
+        for t in range(size):
+            out.append(Manifest("bench", {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-task-{t}", "namespace": "bench",
+                             "annotations": {"scheduling.k8s.io/group-name": name,
+                                             **annotations}},
+                "spec": {"schedulerName": "volcano", "containers": [{
+                    "name": "main", "image": "busybox",
+                    "resources": {"limits": {"cpu": "1", **limits}}}]}}))
+        created += size
+        job += 1
+    return out
+
+
+def run(nodes: int, pods: int, seed: int, *, build: Any = synthetic_cluster,
+        conf_path: Path = CONF) -> dict[str, float | int]:
+    manifests = build(nodes, pods, seed)
+    conf = load_conf(conf_path)
     cluster, cache, scheduler = build_simulation(manifests, conf=conf, seed=seed)
     cluster.take_changes()
     cycles = 0
@@ -277,11 +358,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--scenario", choices=("allocate", "preempt"), default="allocate",
+        "--scenario", choices=("allocate", "preempt", "gpu"), default="allocate",
         help="allocate: pending gangs on empty nodes; preempt: full nodes, pending "
-        "high-priority pods (--pods of them)")
+        "high-priority pods (--pods of them); gpu: fine-grained devices")
     args = parser.parse_args()
-    runner = run_preempt if args.scenario == "preempt" else run
+    runner = {"preempt": run_preempt, "gpu": run_gpu}.get(args.scenario, run)
     result = runner(args.nodes, args.pods, args.seed)
     if args.json:
         print(json.dumps(result))
@@ -289,6 +370,10 @@ def main() -> int:
         for key, value in result.items():
             print(f"{key:>22}: {value}")
     return 0
+
+
+def run_gpu(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
+    return run(nodes, pods, seed, build=gpu_cluster, conf_path=GPU_CONF)
 
 
 if __name__ == "__main__":

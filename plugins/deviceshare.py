@@ -76,6 +76,15 @@ class DeviceShareArgs:
     policy: str = arg("deviceshare.SchedulePolicy", "")
     weight: int = arg("deviceshare.ScheduleWeight", 0)
     profile: str = arg("deviceshare.VGPUProfile", "volcano")
+    finegrained: bool = arg("deviceshare.FineGrainedDeviceEnable", False)
+    finegrained_scoring: str = arg("deviceshare.FineGrainedScoring", "LeastAllocated")
+    finegrained_weights: tuple[tuple[str, int], ...] = arg(
+        "deviceshare.FineGrainedScoringResources", ())
+    """Koordinator's ``ScoringStrategy.Resources``: a list of ``{name, weight}``."""
+    finegrained_unsupported: tuple[tuple[str, str], ...] = arg(
+        "deviceshare.FineGrainedShareUnsupportedModels", ())
+    """Koordinator's ``GPUShareUnsupportedModels``: ``{vendor, model}`` of nodes whose GPUs
+    must not be shared."""
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -84,6 +93,7 @@ class DeviceShareArgs:
         if self.profile not in PROFILES:
             raise ArgumentError(_OWNER, "deviceshare.VGPUProfile",
                                 " or ".join(sorted(PROFILES)), self.profile)
+        _check_finegrained(self)
         if self.weight < 0:
             raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight", "at least 0", self.weight)
         # Volcano's deviceshare plugin exits on these combinations (enablePredicate).
@@ -98,6 +108,41 @@ class DeviceShareArgs:
                 "deviceshare.VGPUEnable",
                 "gpu-share and vgpu can't be used together (deviceshare.GPUSharingEnable or "
                 "deviceshare.GPUNumberEnable with deviceshare.VGPUEnable)")
+
+
+def _check_finegrained(args: DeviceShareArgs) -> None:
+    if args.finegrained_scoring not in ("LeastAllocated", "MostAllocated"):
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedScoring",
+                            "LeastAllocated or MostAllocated", args.finegrained_scoring)
+    weights: list[tuple[str, int]] = []
+    for item in args.finegrained_weights:
+        if isinstance(item, tuple) and len(item) == 2:
+            weights.append(item)
+            continue
+        name = item.get("name") if isinstance(item, dict) else None
+        weight = item.get("weight", 1) if isinstance(item, dict) else None
+        if not isinstance(name, str) or isinstance(weight, bool) or not isinstance(weight, int) \
+                or weight < 0:
+            raise ArgumentError(_OWNER, "deviceshare.FineGrainedScoringResources",
+                                "a list of {name: <resource>, weight: <integer >= 0>}", item)
+        weights.append((name, weight))
+    object.__setattr__(args, "finegrained_weights", tuple(weights))
+    models: list[tuple[str, str]] = []
+    for entry in args.finegrained_unsupported:
+        if isinstance(entry, tuple) and len(entry) == 2:
+            models.append(entry)
+            continue
+        vendor = entry.get("vendor", "") if isinstance(entry, dict) else None
+        model = entry.get("model") if isinstance(entry, dict) else None
+        if not isinstance(vendor, str) or not isinstance(model, str) or not model:
+            raise ArgumentError(_OWNER, "deviceshare.FineGrainedShareUnsupportedModels",
+                                "a list of {vendor: <label value>, model: <label value>}", entry)
+        models.append((vendor, model))
+    object.__setattr__(args, "finegrained_unsupported", tuple(models))
+
+
+def _always(request: Any, columns: Any) -> bool:
+    return True
 
 
 @dataclass(slots=True)
@@ -196,7 +241,12 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         return out
 
     def wants_exact(self, task: TaskInfo) -> bool:
-        return bool(self._safe_requests(task))
+        # A family whose columns decide a request exactly (``needs_exact`` False) spares the
+        # per-node loop; a node lock always needs it.
+        columns = self.ssn.table.columns
+        return any(family.lock_name(request) is not None
+                   or getattr(family, "needs_exact", _always)(request, columns)
+                   for family, request in self._safe_requests(task))
 
     def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         requests = self._safe_requests(task)
@@ -226,6 +276,11 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         requests = self._safe_requests(task)
         if not requests:
             return scores
+        if all(hasattr(family, "vector_score") for family, _ in requests):
+            for family, request in requests:  # one pass over all candidates
+                scores += family.vector_score(request, table.columns,  # type: ignore[attr-defined]
+                                              candidates)
+            return scores * self.config.weight
         for i, row in enumerate(candidates):
             node = table.nodes[int(row)]
             cached = self._scores.get(node.name) if self._scored_task == task.uid else None

@@ -109,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("conf", nargs="?", help="conf file (default: the built-in conf)")
     check.set_defaults(func=_conf_check)
     add_inspect_arguments(sub)
+    from scheduler.inspect_devices import add_inspect_devices
+    from scheduler.nodeagent.cli import add_device_arguments
+
+    add_inspect_devices(sub)
+    add_device_arguments(sub)
     run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
     add_run_arguments(run)
     run.set_defaults(func=run_main)

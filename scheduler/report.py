@@ -188,6 +188,10 @@ def render_table(
         )
     lines += _table(rows)
     lines.append("")
+    if by_kind.get("Device"):  # fine-grained devices: per device and minor
+        from scheduler.inspect_devices import inspect_devices, render_devices_table
+
+        lines.append(render_devices_table(inspect_devices(objects)))
     if pending:
         rows = [["PENDING POD", "PODGROUP", "REASON"]]
         for pod in pending:

@@ -38,8 +38,9 @@ __all__ = ["NodeDevicesBuilder", "SchedulerCache"]
 
 log = structlog.get_logger("lahar.cache")
 
-NodeDevicesBuilder = Callable[[NodeInfo], dict[str, Any]]
-"""Builds ``NodeInfo.others`` (device family → device object) for a freshly built node."""
+NodeDevicesBuilder = Callable[[NodeInfo, Mapping[str, Any] | None], dict[str, Any]]
+"""Builds ``NodeInfo.others`` (device family → device object) for a freshly built node, given
+the node's Koordinator ``Device`` object when there is one."""
 
 
 class SchedulerCache(CacheWrites):
@@ -156,7 +157,7 @@ class SchedulerCache(CacheWrites):
             return
         node = node_from_object(obj, ignored=self.ignored)
         if self.node_devices is not None:
-            node.others = self.node_devices(node)
+            node.others = self.node_devices(node, self.device_objects.get(name))
         self.node_objects[name] = obj
         for task in self.tasks_by_node.get(name, {}).values():
             node.add_task(task)
@@ -265,6 +266,8 @@ class SchedulerCache(CacheWrites):
             self.device_objects.pop(name, None)
         else:
             self.device_objects[name] = obj
+        if name in self.node_objects:  # the node's device ledgers read this object
+            self._node(False, self.node_objects[name])
 
     # -- snapshot -------------------------------------------------------------------------
     def job_priority(self, podgroup: PodGroup) -> int:

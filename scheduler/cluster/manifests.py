@@ -36,7 +36,7 @@ __all__ = [
     "parse_documents",
 ]
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device")
 _NAMESPACED = ("Pod", "PodGroup")
 _GROUPS = {
     "Node": ("v1",),
@@ -45,6 +45,7 @@ _GROUPS = {
     "Queue": ("scheduling.volcano.sh/v1beta1",),
     "PriorityClass": ("scheduling.k8s.io/v1",),
     "Namespace": ("v1",),
+    "Device": ("scheduling.koordinator.sh/v1alpha1",),
 }
 
 

@@ -175,6 +175,8 @@ class SimCluster:
         for kind in ("Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod"):
             for obj in self.objects.get(kind, {}).values():
                 apply("ADDED", kind, obj)
+        for obj in self.objects.get("Device", {}).values():  # the cache rebuilds its node
+            apply("ADDED", "Device", obj)
 
     def take_changes(self) -> int:
         changes, self.changes = self.changes, 0
@@ -384,6 +386,6 @@ class SimCluster:
     def all_objects(self) -> list[Obj]:
         """Every object, kinds in a stable order, then the Events."""
         out: list[Obj] = []
-        for kind in ("Node", "Pod", "PodGroup", "Queue", "PriorityClass"):
+        for kind in ("Node", "Device", "Pod", "PodGroup", "Queue", "PriorityClass"):
             out.extend(self.objects.get(kind, {}).values())
         return out + self.events

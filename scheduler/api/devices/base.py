@@ -67,6 +67,12 @@ class DeviceConfig:
     policy: str = ""
     weight: int = 0
     profile: str = "volcano"
+    finegrained: bool = False
+    finegrained_scoring: str = "LeastAllocated"
+    finegrained_weights: tuple[tuple[str, int], ...] = ()
+    """Scored resource → weight; empty means Koordinator's defaults."""
+    finegrained_unsupported: tuple[tuple[str, str], ...] = ()
+    """(vendor, model) of nodes whose GPUs are never shared."""
 
     @property
     def names(self) -> VGpuNames:
@@ -74,7 +80,7 @@ class DeviceConfig:
 
     @property
     def any_enabled(self) -> bool:
-        return self.gpu_sharing or self.gpu_number or self.vgpu
+        return self.gpu_sharing or self.gpu_number or self.vgpu or self.finegrained
 
 
 def config_from_args(*args: Any) -> DeviceConfig:
@@ -94,6 +100,10 @@ def config_from_args(*args: Any) -> DeviceConfig:
         gpu_sharing=flag("gpu_sharing"), gpu_number=flag("gpu_number"), vgpu=flag("vgpu"),
         node_lock=flag("node_lock"), policy=first("policy", ""),
         weight=first("weight", 0), profile=first("profile", "volcano"),
+        finegrained=flag("finegrained"),
+        finegrained_scoring=first("finegrained_scoring", "LeastAllocated"),
+        finegrained_weights=tuple(first("finegrained_weights", ())),
+        finegrained_unsupported=tuple(first("finegrained_unsupported", ())),
     )
 
 

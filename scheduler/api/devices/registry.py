@@ -8,11 +8,12 @@ node table keeps). Nothing registers itself at import time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.devices.base import DeviceConfig, DeviceFamily, Reporter
+from scheduler.api.devices.finegrained.family import FineGrainedFamily
 from scheduler.api.devices.gpushare import GpuShareFamily
 from scheduler.api.devices.vgpu import VGpuFamily
 from scheduler.api.node import NodeInfo
@@ -35,6 +36,9 @@ DEVICES: dict[str, FamilyEntry] = {
     VGpuFamily.NAME: FamilyEntry(
         enabled=lambda config: config.vgpu,
         build=lambda config, reporter: VGpuFamily(config, reporter)),
+    FineGrainedFamily.NAME: FamilyEntry(
+        enabled=lambda config: config.finegrained,
+        build=lambda config, reporter: FineGrainedFamily(config, reporter)),
 }
 """Device family name (the key in ``NodeInfo.others``) → its registry entry."""
 
@@ -51,10 +55,16 @@ class NodeDevicesBuilder:
     def __init__(self, families: Sequence[DeviceFamily]) -> None:
         self.families = list(families)
 
-    def __call__(self, node: NodeInfo) -> dict[str, Any]:
+    def __call__(self, node: NodeInfo, device_object: Mapping[str, Any] | None = None
+                 ) -> dict[str, Any]:
+        """``device_object`` is the node's Koordinator ``Device`` object, if any."""
         out: dict[str, Any] = {}
         for family in self.families:
-            devices = family.build(node)
+            devices: Any
+            if isinstance(family, FineGrainedFamily):
+                devices = family.build(node, device_object)
+            else:
+                devices = family.build(node)
             if devices is not None:
                 out[family.NAME] = devices
         return out
