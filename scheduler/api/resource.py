@@ -115,13 +115,24 @@ def _scaled_text(base_unit: bool, value: str) -> float:
     return float(quantity) if base_unit else float(quantity * 1000)
 
 
+_BYTE_SCALARS = frozenset({"ephemeral-storage", "koordinator.sh/gpu-memory",
+                           "kubernetes.io/gpu-memory"})
+"""Scalar resources counted in bytes (kept in milli-bytes like every scalar)."""
+
+
+def _format_bytes(value: float) -> str:
+    for suffix, factor in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value >= factor and value % factor == 0:
+            return f"{int(value // factor)}{suffix}"
+    return str(int(value))
+
+
 def format_quantity(name: str, value: float) -> str:
     """Render a stored value back as a short, kubectl-style quantity."""
     if name == MEMORY:
-        for suffix, factor in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if value >= factor and value % factor == 0:
-                return f"{int(value // factor)}{suffix}"
-        return str(int(value))
+        return _format_bytes(value)
+    if (name in _BYTE_SCALARS or name.startswith("hugepages-")) and value % 1000 == 0:
+        return _format_bytes(value // 1000)
     if name == PODS:
         return str(int(value))
     if value % 1000 == 0:

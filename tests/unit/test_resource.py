@@ -86,3 +86,14 @@ def test_format_quantity_round_trips_common_values() -> None:
     assert format_quantity("cpu", 2000) == "2"
     assert format_quantity("memory", 2**31) == "2Gi"
     assert format_quantity("nvidia.com/gpu", 4000) == "4"
+
+
+def test_byte_valued_scalars_render_with_binary_suffixes() -> None:
+    """GPU memory and ephemeral storage are bytes like memory (kept in milli-bytes as every
+    scalar), so the table and status.allocated show ``20Gi``, not ``21474836480``."""
+    from scheduler.api.resource import format_quantity
+
+    assert format_quantity("koordinator.sh/gpu-memory", 20 * 2**30 * 1000) == "20Gi"
+    assert format_quantity("ephemeral-storage", 512 * 2**20 * 1000) == "512Mi"
+    assert format_quantity("hugepages-2Mi", 4 * 2**20 * 1000) == "4Mi"
+    assert format_quantity("nvidia.com/gpu", 2000) == "2"
