@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
+KOORDINATOR = ("scheduling.koordinator.sh", "v1alpha1")
 RUN_LABEL = "lahar.e2e/run"
 CASE_LABEL = "lahar.e2e/case"
 PAUSE = "registry.k8s.io/pause:3.9"
@@ -103,6 +104,21 @@ class Kube:
                     raw(self.extensions.create_custom_resource_definition, document)
             eventually(lambda plural=plural: self.served(*VOLCANO, plural),  # type: ignore[misc]
                        timeout=60.0, what=f"CRD {plural} served")
+        return None
+
+    def ensure_device_crd(self) -> str | None:
+        """Install Koordinator's Device CRD from ``conf/crds`` when missing; a reason when
+        impossible."""
+        if self.served(*KOORDINATOR, "devices"):
+            return None
+        path = ROOT / "conf" / "crds" / "scheduling.koordinator.sh_devices.yaml"
+        if not path.exists():
+            return f"the API server serves no devices and {path} is absent"
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                raw(self.extensions.create_custom_resource_definition, document)
+        eventually(lambda: self.served(*KOORDINATOR, "devices"), timeout=60.0,
+                   what="CRD devices served")
         return None
 
     # -- reads ------------------------------------------------------------------------------
