@@ -25,7 +25,7 @@ from scheduler.framework.nodematch import match_term
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.podaffinity import affinity_scores, wants_affinity_score
-from scheduler.framework.podindex import PodIndex, pod_index
+from scheduler.framework.podindex import PodIndexUser
 from scheduler.framework.topologyspread import spread_scores
 
 if TYPE_CHECKING:
@@ -68,27 +68,18 @@ def _normalise(raw: FloatArray, *, reverse: bool = False) -> FloatArray:
     return MAX_SCORE - scaled if reverse else scaled
 
 
-class NodeOrder(PluginBase[NodeOrderArgs]):
+class NodeOrder(PodIndexUser, PluginBase[NodeOrderArgs]):
     NAME = "nodeorder"
     Args = NodeOrderArgs
 
     def __init__(self, args: NodeOrderArgs) -> None:
         super().__init__(args)
-        self._index: PodIndex | None = None
         self._images: ImageTable | None = None
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
-        if self.args.pod_affinity or self.args.pod_topology_spread:
-            self._index = pod_index(session)
-
-    def on_allocate(self, task: TaskInfo) -> None:
-        if self._index is not None:
-            self._index.on_allocate(task)
-
-    def on_deallocate(self, task: TaskInfo) -> None:
-        if self._index is not None:
-            self._index.on_deallocate(task)
+        self.open_pod_index(
+            session, wanted=bool(self.args.pod_affinity or self.args.pod_topology_spread))
 
     def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         args = self.args

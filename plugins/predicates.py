@@ -24,7 +24,7 @@ from scheduler.framework.nodematch import affinity_mask, untolerated_taint_reaso
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.podaffinity import affinity_reasons, wants_affinity_filter
-from scheduler.framework.podindex import PodIndex, pod_index
+from scheduler.framework.podindex import PodIndexUser
 from scheduler.framework.topologyspread import spread_reasons
 
 if TYPE_CHECKING:
@@ -71,27 +71,18 @@ class _Static:
     combined: BoolArray
 
 
-class Predicates(PluginBase[PredicatesArgs]):
+class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
     NAME = "predicates"
     Args = PredicatesArgs
 
     def __init__(self, args: PredicatesArgs) -> None:
         super().__init__(args)
         self._static: dict[tuple[object, ...], _Static] = {}
-        self._index: PodIndex | None = None
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
-        if self.args.pod_affinity or self.args.pod_topology_spread:
-            self._index = pod_index(session)
-
-    def on_allocate(self, task: TaskInfo) -> None:
-        if self._index is not None:
-            self._index.on_allocate(task)
-
-    def on_deallocate(self, task: TaskInfo) -> None:
-        if self._index is not None:
-            self._index.on_deallocate(task)
+        self.open_pod_index(
+            session, wanted=bool(self.args.pod_affinity or self.args.pod_topology_spread))
 
     def _pod_reasons(self, task: TaskInfo, table: NodeTable) -> list[tuple[BoolArray, str]]:
         """InterPodAffinity then PodTopologySpread failures; empty when neither applies."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -297,24 +297,35 @@ def add_inspect_arguments(sub: Any) -> None:
 
 
 def _inspect_gpushare(args: argparse.Namespace) -> int:
+    return run_inspect(args, collections=(("/api/v1/nodes", "Node"), ("/api/v1/pods", "Pod")),
+                       build=inspect_gpus, to_json=report_json, to_table=render_table)
+
+
+def run_inspect(args: argparse.Namespace, *, collections: Sequence[tuple[str, str]],
+                build: Callable[[list[Obj]], Any], to_json: Callable[[Any], Any],
+                to_table: Callable[[Any], str]) -> int:
+    """One ``lahar inspect`` report: objects from ``args.files`` or from the cluster's
+    ``collections`` (API path, kind), ``build`` makes the report (with ``warnings``), printed
+    as a table or as JSON."""
     if bool(args.files) == bool(args.kubeconfig):
         print("error: give manifest FILEs or --kubeconfig (one of the two)", file=sys.stderr)
         return 2
     try:
-        objects = _from_files(args.files) if args.files else _from_cluster(args.kubeconfig)
+        objects = (_from_files(args.files) if args.files
+                   else _from_cluster(args.kubeconfig, collections))
     except ManifestError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # cluster unreachable, bad kubeconfig, forbidden
         print(f"error: cannot read the cluster: {exc}", file=sys.stderr)
         return 1
-    report = inspect_gpus(objects)
+    report = build(objects)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.output == "json":
-        sys.stdout.write(json.dumps(report_json(report), indent=2) + "\n")
+        sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n")
     else:
-        sys.stdout.write(render_table(report))
+        sys.stdout.write(to_table(report))
     return 0
 
 
@@ -330,12 +341,12 @@ def _from_files(paths: Sequence[str]) -> list[Obj]:
     return objects
 
 
-def _from_cluster(kubeconfig: str) -> list[Obj]:
+def _from_cluster(kubeconfig: str, collections: Sequence[tuple[str, str]]) -> list[Obj]:
     from scheduler.cluster.kube.client import KubeClient
 
     client = KubeClient.from_flags(kubeconfig=kubeconfig, qps=50.0, burst=100)
     try:
-        return [*_list(client, "/api/v1/nodes", "Node"), *_list(client, "/api/v1/pods", "Pod")]
+        return [obj for path, kind in collections for obj in _list(client, path, kind)]
     finally:
         client.close()
 

@@ -12,9 +12,7 @@ becomes a warning naming it; it never stops the report.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +28,7 @@ from scheduler.api.devices.finegrained.names import (
     GPU_MEMORY,
     GPU_MEMORY_RATIO,
 )
-from scheduler.cluster.manifests import ManifestError, parse_documents
+from scheduler.inspect import run_inspect
 
 __all__ = ["DeviceRow", "DevicesReport", "add_inspect_devices", "inspect_devices",
            "render_devices_table", "report_json"]
@@ -181,58 +179,6 @@ def add_inspect_devices(sub: Any) -> None:
 
 
 def _inspect_devices(args: argparse.Namespace) -> int:
-    if bool(args.files) == bool(args.kubeconfig):
-        print("error: give manifest FILEs or --kubeconfig (one of the two)", file=sys.stderr)
-        return 2
-    try:
-        objects = _from_files(args.files) if args.files else _from_cluster(args.kubeconfig)
-    except ManifestError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # cluster unreachable, bad kubeconfig, forbidden
-        print(f"error: cannot read the cluster: {exc}", file=sys.stderr)
-        return 1
-    report = inspect_devices(objects)
-    for warning in report.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if args.output == "json":
-        sys.stdout.write(json.dumps(report_json(report), indent=2) + "\n")
-    else:
-        sys.stdout.write(render_devices_table(report))
-    return 0
-
-
-def _from_files(paths: Sequence[str]) -> list[Obj]:
-    objects: list[Obj] = []
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        objects.extend(m.obj for m in parse_documents(text, source=path))
-    return objects
-
-
-def _from_cluster(kubeconfig: str) -> list[Obj]:
-    from scheduler.cluster.kube.client import KubeClient
-
-    client = KubeClient.from_flags(kubeconfig=kubeconfig, qps=50.0, burst=100)
-    try:
-        return [*_list(client, DEVICES_PATH, "Device"), *_list(client, "/api/v1/pods", "Pod")]
-    finally:
-        client.close()
-
-
-def _list(client: Any, path: str, kind: str) -> list[Obj]:
-    items: list[Obj] = []
-    token = ""
-    while True:
-        query: dict[str, str | int] = {"limit": 500}
-        if token:
-            query["continue"] = token
-        page = client.request_json("GET", path, query=query)
-        items.extend({**item, "kind": kind} for item in page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue") or ""
-        if not token:
-            return items
+    return run_inspect(args, collections=((DEVICES_PATH, "Device"), ("/api/v1/pods", "Pod")),
+                       build=inspect_devices, to_json=report_json,
+                       to_table=render_devices_table)

@@ -32,7 +32,7 @@ from scheduler.framework.nodetable import NodeTable
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-__all__ = ["Carrier", "CountQuery", "LabelGroup", "PodIndex", "pod_index"]
+__all__ = ["Carrier", "CountQuery", "LabelGroup", "PodIndex", "PodIndexUser", "pod_index"]
 
 REQUIRED_ANTI = "required-anti-affinity"
 PREFERRED = "preferred-affinity"
@@ -281,3 +281,22 @@ def pod_index(session: Session) -> PodIndex:
         index = PodIndex(session.table, namespace_labels=session.namespace_labels)
         _INDEXES[session] = index
     return index
+
+
+class PodIndexUser:
+    """For a plugin that reads the session's pod index: holds it for the session and feeds it
+    the session's allocate/deallocate events (the plugin is then an ``EventHandler``)."""
+
+    _index: PodIndex | None = None
+
+    def open_pod_index(self, session: Session, *, wanted: bool) -> None:
+        self._index = pod_index(session) if wanted else None
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        if self._index is not None:
+            self._index.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        if self._index is not None:
+            self._index.on_deallocate(task)
+
