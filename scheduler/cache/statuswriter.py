@@ -7,8 +7,9 @@ newer write under the same key replaces the queued one (latest state wins), and 
 written by two workers at once (at most one write in flight per object). N changes of one pod's
 condition while the writer is busy thus become one write of the last.
 
-While binds are queued (``yield_to``) the workers hold back for up to ``max_defer`` seconds, so
-status traffic takes the API server's spare capacity, not the binds'. The queue is bounded: a
+While binds are queued (``yield_to``) the workers trickle: together they start at most one write
+per ``trickle`` seconds, so status traffic takes the API server's spare capacity, not the
+binds', and still makes progress during a long burst of binds. The queue is bounded: a
 write that finds it full is dropped and ``lost(key)`` is told, as it is for a write that failed,
 so the cache can forget what it believed written and write it again in a later cycle.
 :meth:`CoalescingWriter.flush` writes everything queued (shutdown, loss of the Lease).
@@ -40,7 +41,7 @@ class CoalescingWriter:
     workers: int = 2
     capacity: int = 20_000
     yield_to: Callable[[], bool] | None = None
-    max_defer: float = 1.0
+    trickle: float = 0.1
     lost: Callable[[Hashable], None] | None = None
     _pending: OrderedDict[Hashable, Write] = field(default_factory=OrderedDict)
     _inflight: set[Hashable] = field(default_factory=set)
@@ -48,6 +49,7 @@ class CoalescingWriter:
     _threads: list[threading.Thread] = field(default_factory=list)
     _closed: bool = False
     _flushing: int = 0
+    _last_start: float = 0.0
     written: int = 0
     coalesced: int = 0
     dropped: int = 0
@@ -121,24 +123,26 @@ class CoalescingWriter:
                 return key, write
         return None
 
-    def _hold_back(self, since: float) -> bool:
-        return (self.yield_to is not None and not self._flushing and not self._closed
-                and time.monotonic() - since < self.max_defer and self.yield_to())
+    def _hold_back(self) -> float:
+        """Seconds to wait before the next write may start (0 = go), under the lock."""
+        if self.yield_to is None or self._flushing or self._closed or not self.yield_to():
+            return 0.0
+        return max(0.0, self._last_start + self.trickle - time.monotonic())
 
     def _work(self) -> None:
         while True:
             with self._cond:
-                waiting_since: float | None = None
                 while True:
                     if self._closed and not self._pending:
                         return
                     if self._pending:
-                        waiting_since = waiting_since or time.monotonic()
-                        if self._hold_back(waiting_since):
-                            self._cond.wait(0.02)
+                        delay = self._hold_back()
+                        if delay > 0:
+                            self._cond.wait(delay)
                             continue
                         picked = self._next()
                         if picked is not None:
+                            self._last_start = time.monotonic()
                             break
                     self._cond.wait()  # nothing queued, or every queued key in flight
                 key, write = picked
