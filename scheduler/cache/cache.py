@@ -31,6 +31,7 @@ from scheduler.api.task import TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
 from scheduler.cache.interface import ClusterWriter, ObjectRef
+from scheduler.cache.intern import StringTable
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
 from scheduler.cache.statuswriter import CoalescingWriter
@@ -72,6 +73,8 @@ class SchedulerCache(CacheWrites):
         self.nodes: dict[str, NodeInfo] = {}
         self.tasks: dict[TaskID, TaskInfo] = {}
         self.pods: dict[str, Mapping[str, Any]] = {}
+        self.strings = StringTable()
+        """One copy of each short string the cached pods share (namespaces, nodes, phases)."""
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
         self.podgroups: dict[JobID, PodGroup] = {}
         self.queues: dict[QueueID, QueueInfo] = {}
@@ -189,6 +192,8 @@ class SchedulerCache(CacheWrites):
         if task is None:
             self.pods.pop(key, None)
             return
+        if isinstance(obj, dict):
+            self.strings.intern(obj)
         self.pods[key] = obj
         self.broken.pop(f"Pod {key}", None)
         if task.node_name:

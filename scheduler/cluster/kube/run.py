@@ -330,7 +330,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     Binds leave from ``--bind-workers`` threads, each only while ``leading()``; status writes
     from a coalescing writer. At the end queued binds are sent if this replica still leads
     (graceful stop) and dropped if it lost the Lease; status writes are flushed either way,
-    after a lost Lease only within half the time before another replica may take over.
+    before the Lease is released, and after a lost Lease only within half the time before
+    another replica may take it.
     """
     from scheduler.cache.cache import SchedulerCache
     from scheduler.conf import load_conf
@@ -397,9 +398,12 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                     break
     finally:
         still_leading = leading()
-        grace = (10.0 if still_leading else
-                 max(0.5, (args.leader_elect_lease_duration - args.leader_elect_renew_deadline)
-                     / 2))
+        if not args.leader_elect:
+            grace = 10.0
+        elif still_leading:  # both steps end before the elector releases the Lease
+            grace = args.leader_elect_renew_deadline / 2
+        else:  # the Lease is gone; another replica may take it after the difference
+            grace = (args.leader_elect_lease_duration - args.leader_elect_renew_deadline) / 2
         cache.stop_background(send_binds=still_leading, timeout=grace)
         if cache.binds is not None and cache.binds.discarded:
             log.warning("binds not sent: this replica no longer leads",
