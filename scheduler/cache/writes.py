@@ -24,7 +24,7 @@ from scheduler.api.podgroup import PodGroup
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
-from scheduler.cache.interface import ClusterWriter, ObjectRef, WriteError
+from scheduler.cache.interface import ClusterWriter, Fenced, ObjectRef, WriteError
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
 from scheduler.cache.statuswriter import CoalescingWriter
@@ -98,6 +98,9 @@ class CacheWrites:
                 node=task.node_name,
                 annotations=task.bind_annotations,
             )
+        except Fenced:
+            self._bind_dropped(task)  # no longer the leader: no report, no hooks
+            return
         except WriteError as exc:
             if exc.status == 409:
                 log.info("pod already bound", pod=task.key)

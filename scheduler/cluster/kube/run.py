@@ -348,6 +348,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     devices.install(cache, access=writer, clock=time.time)
     cache.start_background(bind_workers=args.bind_workers, gate=leading)
     writer.background = cache.enqueue_status
+    writer.may_bind = leading  # checked again before each retry of a bind
     groups = (PodGroupController(client, args.scheduler_name,
                                  report=lambda pod, message: _report_pod(writer, pod, message))
               if args.enable_podgroup_controller else None)

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cache.interface import BindError, ObjectRef, WriteError
+from scheduler.cache.interface import BindError, Fenced, ObjectRef, WriteError
 from scheduler.cluster.kube.client import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
@@ -91,6 +91,9 @@ class KubeClusterWriter:
         self._seen_lock = threading.Lock()
         self.background: Callable[[Hashable, Callable[[], None]], Any] | None = None
         """Where follow-up events go instead of being written inline (key, write)."""
+        self.may_bind: Callable[[], bool] = lambda: True
+        """Asked before every attempt of a bind, retries included (``lahar run``: "still the
+        leader"); a no raises :class:`Fenced` and nothing is sent."""
 
     # -- pods -----------------------------------------------------------------------------------
 
@@ -105,7 +108,13 @@ class KubeClusterWriter:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         path = object_path(CORE, "pods", namespace=namespace, name=name, subresource="binding")
         what = f"bind {namespace}/{name} to {node}"
-        status = self._call(what, lambda: self._status_of_post(path, body), error=BindError)
+
+        def attempt() -> int:
+            if not self.may_bind():
+                raise Fenced(f"{what}: not sent, this replica no longer leads")
+            return self._status_of_post(path, body)
+
+        status = self._call(what, attempt, error=BindError)
         if status not in (200, 201):
             raise BindError(f"{what}: unexpected HTTP {status}", status=status)
         self._record_quietly(ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
