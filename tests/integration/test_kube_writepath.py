@@ -378,3 +378,28 @@ def test_a_full_bind_queue_makes_the_session_wait() -> None:
     assert pool.drain(5.0)
     pool.stop(drain=True)
     assert sent == [0, 1, 2, 3]
+
+
+def test_the_client_rate_limit_governs_concurrent_binds(apiserver: ApiServerDouble) -> None:
+    """``--kube-api-qps`` / ``--kube-api-burst`` bound the total: eight bind workers sharing
+    a 20-per-second bucket (burst 1) send 11 binds in no less than half a second."""
+    for index in range(11):
+        apiserver.create("v1/pods", make_pod(f"q{index}", namespace="team"))
+    limited = KubeClient.for_host(apiserver.url, qps=20.0, burst=1)
+    writer = KubeClusterWriter(limited, retry=FAST)
+    pool: BindPool[str] = BindPool(
+        send=lambda name: writer.bind(namespace="team", name=name, uid="", node="n1",
+                                      annotations={}),
+        workers=8).start()
+    started = time.monotonic()
+    try:
+        for index in range(11):
+            pool.submit(f"q{index}")
+        assert pool.drain(10.0)
+    finally:
+        pool.stop(drain=True)
+        limited.close()
+    assert time.monotonic() - started >= 0.45
+    assert pool.sent == 11
+    assert all((apiserver.get("v1/pods", f"team/q{i}") or {})["spec"].get("nodeName") == "n1"
+               for i in range(11))
