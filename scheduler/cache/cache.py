@@ -98,6 +98,8 @@ class SchedulerCache(CacheWrites):
         self.unready: dict[JobID, tuple[str, int]] = {}
         """Job → (PodGroup name, tasks its gang still lacks) from the last session's close."""
         self._writes: deque[Callable[[], None]] = deque()
+        self.committed_binds = 0
+        """Tasks committed for binding since the cycle metrics last took the count."""
         self.binds: BindPool[TaskInfo] | None = None
         """Bind workers; None = binds are written by :meth:`flush`."""
         self.background: CoalescingWriter | None = None

@@ -51,6 +51,7 @@ class CacheWrites:
     post_bind_hooks: list[Callable[[TaskInfo, Exception | None], None]]
     _writes: deque[Callable[[], None]]
     binds: BindPool[TaskInfo] | None
+    committed_binds: int
     background: CoalescingWriter | None
     _event_ids = itertools.count()
 
@@ -79,6 +80,7 @@ class CacheWrites:
                 task.bind_annotations = dict(decided.bind_annotations)
                 self._add_task(task)
                 marked.append(task)
+            self.committed_binds += len(marked)
             if self.binds is None:
                 self._writes.extend(functools.partial(self._write_bind, t) for t in marked)
                 return

@@ -403,3 +403,26 @@ def test_the_client_rate_limit_governs_concurrent_binds(apiserver: ApiServerDoub
     assert pool.sent == 11
     assert all((apiserver.get("v1/pods", f"team/q{i}") or {})["spec"].get("nodeName") == "n1"
                for i in range(11))
+
+
+def test_a_task_still_binding_is_counted_as_scheduled_once(
+        mirror_of: Callable[[int], Mirror]) -> None:
+    """``volcano_schedule_attempts_total{result="scheduled"}`` counts a bind when the cycle
+    commits it, not again in every cycle while its Binding is still being sent."""
+    from scheduler import metrics
+    from scheduler.cluster.kube.cyclemetrics import record_cycle
+
+    def scheduled() -> float:
+        line = next((line for line in metrics.exposition().decode().splitlines()
+                     if line.startswith('volcano_schedule_attempts_total{result="scheduled"}')),
+                    "absent 0")  # no series before the first count
+        return float(line.split()[1])
+
+    mirror = mirror_of(3)
+    mirror.start(workers=1)
+    mirror.writer.bind_gate.clear()  # the binds wait
+    before = scheduled()
+    record_cycle(mirror.scheduler.run_once(), mirror.cache)
+    record_cycle(mirror.scheduler.run_once(), mirror.cache)
+    assert scheduled() == before + 3
+    mirror.writer.bind_gate.set()
