@@ -382,8 +382,11 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             try:
                 if groups is not None:
                     groups.sync()
-                scheduler.run_once()
+                stats = scheduler.run_once()
                 cache.flush()
+                log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
+                          binds_waiting=cache.binds.backlog if cache.binds else 0,
+                          status_waiting=cache.background.backlog if cache.background else 0)
             except Exception:
                 log.exception("scheduling cycle failed")
             health.beat()
