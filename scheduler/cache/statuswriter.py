@@ -79,7 +79,9 @@ class CoalescingWriter:
             else:
                 self.dropped += 1
         if not accepted:
-            log.warning("status write dropped: queue full", key=repr(key))
+            if self.dropped % 1000 == 1:  # the first, then every thousandth: no log flood
+                log.warning("status writes dropped: queue full; a later cycle writes them",
+                            dropped=self.dropped, capacity=self.capacity, key=repr(key))
             self._lose(key)
         return accepted
 
