@@ -4,8 +4,10 @@ Cluster adapters feed raw objects through :meth:`SchedulerCache.apply`; every ob
 converted once into the scheduler's dataclasses. :meth:`snapshot` hands each session a private
 copy. Decisions come back through the :class:`~scheduler.framework.interface.SessionSink`
 methods, are applied to the cache at once (a bound task holds its node's resources from that
-moment) and written to the cluster by :meth:`flush`. A bind the cluster refuses is rolled back
-and the pod is resynced from the cluster after a per-pod backoff (:mod:`scheduler.cache.resync`).
+moment) and written to the cluster by :meth:`flush`, or, once :meth:`start_background` ran (as
+``lahar run`` does), by a pool of bind workers and a coalescing status writer while the
+scheduler goes on. A bind the cluster refuses is rolled back and the pod is resynced from the
+cluster after a per-pod backoff (:mod:`scheduler.cache.resync`).
 An object that cannot be read is reported by a log line and an event naming it; a broken update
 of a pod keeps its last readable version.
 """
@@ -27,9 +29,12 @@ from scheduler.api.queue import QueueInfo, queue_from_object
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
+from scheduler.cache.binder import BindPool
 from scheduler.cache.interface import ClusterWriter, ObjectRef
+from scheduler.cache.intern import StringTable
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
+from scheduler.cache.statuswriter import CoalescingWriter
 from scheduler.cache.writes import CacheWrites
 from scheduler.framework.close import rfc3339
 from scheduler.framework.snapshot import Snapshot
@@ -69,6 +74,8 @@ class SchedulerCache(CacheWrites):
         self.nodes: dict[str, NodeInfo] = {}
         self.tasks: dict[TaskID, TaskInfo] = {}
         self.pods: dict[str, Mapping[str, Any]] = {}
+        self.strings = StringTable()
+        """One copy of each short string the cached pods share (namespaces, nodes, phases)."""
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
         self.podgroups: dict[JobID, PodGroup] = {}
         self.queues: dict[QueueID, QueueInfo] = {}
@@ -94,9 +101,15 @@ class SchedulerCache(CacheWrites):
         self.unready: dict[JobID, tuple[str, int]] = {}
         """Job → (PodGroup name, tasks its gang still lacks) from the last session's close."""
         self._writes: deque[Callable[[], None]] = deque()
+        self.committed_binds = 0
+        """Tasks committed for binding since the cycle metrics last took the count."""
+        self.binds: BindPool[TaskInfo] | None = None
+        """Bind workers; None = binds are written by :meth:`flush`."""
+        self.background: CoalescingWriter | None = None
+        """Status and event writer; None = written by :meth:`flush`."""
         self.status = StatusRecorder(
             writer=writer,
-            enqueue=self._writes.append,
+            enqueue=self.enqueue_status,
             clock=clock,
             now_text=lambda: rfc3339(self.clock()),
         )
@@ -137,13 +150,14 @@ class SchedulerCache(CacheWrites):
             namespace=str(meta.get("namespace", "")),
             uid=str(meta.get("uid", "")),
         )
-        self._writes.append(
+        self.enqueue_status(
+            ("broken", key),
             lambda: self.writer.record_event(
                 involved=ref,
                 type="Warning",
                 reason="FailedScheduling" if kind == "Pod" else "Invalid",
                 message=problem,
-            )
+            ),
         )
 
     def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
@@ -184,6 +198,8 @@ class SchedulerCache(CacheWrites):
         if task is None:
             self.pods.pop(key, None)
             return
+        if isinstance(obj, dict):
+            self.strings.intern(obj)
         self.pods[key] = obj
         self.broken.pop(f"Pod {key}", None)
         if task.node_name:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["BindError", "ClusterWriter", "EventKind", "ObjectRef", "WriteError"]
+__all__ = ["BindError", "ClusterWriter", "EventKind", "Fenced", "ObjectRef", "WriteError"]
 
 EventKind = str
 """``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"`` (watch event types)."""
@@ -40,6 +40,14 @@ class WriteError(Exception):
 
 class BindError(WriteError):
     """A Binding that did not take. ``status == 409`` means the pod is already bound."""
+
+
+class Fenced(BindError):
+    """A bind not sent because this replica may no longer write (its leader Lease is gone).
+
+    Not a failure of the pod: the task is only given back, with nothing reported, since
+    reporting would be a write too.
+    """
 
 
 class ClusterWriter(Protocol):

@@ -2,12 +2,15 @@
 
 Volcano re-derives these every cycle; writing them every cycle floods the API server
 (volcano#3852). This recorder remembers what was last written per object and queues a write
-only when the content changed (conditions compare without their timestamps).
+only when the content changed (conditions compare without their timestamps). Each write is
+queued under a key naming the object it writes (:data:`StatusKey`), so an asynchronous writer
+can coalesce writes per object; a write that was lost (dropped or failed) is reported back
+through :meth:`StatusRecorder.lost` and is then written again when a later cycle derives it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from scheduler.api.job import JobInfo
@@ -16,9 +19,12 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 
-__all__ = ["StatusRecorder", "condition_key"]
+__all__ = ["StatusKey", "StatusRecorder", "condition_key"]
 
 Write = Callable[[], None]
+StatusKey = tuple[str, str]
+"""``(what, object)``: ``("pod", "ns/name")`` (condition, nomination and its event),
+``("podgroup", "ns/name")``, ``("podgroup-event", "ns/name")``, ``("queue", name)``."""
 
 
 def condition_key(conditions: list[Mapping[str, Any]]) -> tuple[tuple[Any, ...], ...]:
@@ -45,7 +51,7 @@ class StatusRecorder:
         self,
         *,
         writer: ClusterWriter,
-        enqueue: Callable[[Write], None],
+        enqueue: Callable[[StatusKey, Write], None],
         clock: Callable[[], float],
         now_text: Callable[[], str],
     ) -> None:
@@ -90,6 +96,7 @@ class StatusRecorder:
         if self.podgroup_status.get(key) != digest:
             self.podgroup_status[key] = digest
             self.enqueue(
+                ("podgroup", key),
                 lambda: self.writer.update_podgroup_status(
                     namespace=podgroup.namespace, name=podgroup.name, status=status
                 )
@@ -104,9 +111,10 @@ class StatusRecorder:
                 api_version="scheduling.volcano.sh/v1beta1",
             )
             self.enqueue(
+                ("podgroup-event", key),
                 lambda: self.writer.record_event(
                     involved=ref, type=event[0], reason=event[1], message=event[2]
-                )
+                ),
             )
 
     def update_task_condition(
@@ -142,7 +150,7 @@ class StatusRecorder:
                 involved=ref, type="Warning", reason="FailedScheduling", message=message
             )
 
-        self.enqueue(write)
+        self.enqueue(("pod", key), write)
 
     def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None:
         quantities = allocated.to_quantities()
@@ -150,10 +158,27 @@ class StatusRecorder:
             return
         self.queue_allocated[queue.name] = quantities
         self.enqueue(
+            ("queue", queue.name),
             lambda: self.writer.update_queue_status(
                 name=queue.name, status={"allocated": quantities}
             )
         )
+
+    def lost(self, key: Hashable) -> None:
+        """A write queued under ``key`` never reached the cluster: forget what it wrote, so the
+        next cycle that derives the same state writes it again."""
+        if not isinstance(key, tuple) or len(key) != 2:
+            return
+        what, name = key
+        if what == "pod":
+            self.pod_conditions.pop(name, None)
+            self.pod_nominations.pop(name, None)
+        elif what == "podgroup":
+            self.podgroup_status.pop(name, None)
+        elif what == "podgroup-event":
+            self.podgroup_events.pop(name, None)
+        elif what == "queue":
+            self.queue_allocated.pop(name, None)
 
     def forget_pod(self, key: str) -> None:
         self.pod_conditions.pop(key, None)

@@ -1,16 +1,21 @@
 """The write side of :class:`~scheduler.cache.cache.SchedulerCache`: binds, evictions, events.
 
 Decisions a session hands back are applied to the cache at once and queued as writes;
-:meth:`CacheWrites.flush` performs them outside the cache lock. A bind the cluster refuses is
-rolled back and its pod resynced from the cluster after a per-pod backoff.
+:meth:`CacheWrites.flush` performs them outside the cache lock. With
+:meth:`CacheWrites.start_background` binds go to a pool of bind workers the moment a gang is
+committed, and events, pod conditions and PodGroup / Queue status to a coalescing writer
+(:mod:`scheduler.cache.binder`, :mod:`scheduler.cache.statuswriter`); evictions and resyncs stay
+with :meth:`flush`. A bind the cluster refuses is rolled back and its pod resynced from the
+cluster after a per-pod backoff.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -18,9 +23,11 @@ import structlog
 from scheduler.api.podgroup import PodGroup
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskID, TaskStatus
-from scheduler.cache.interface import ClusterWriter, ObjectRef, WriteError
+from scheduler.cache.binder import BindPool
+from scheduler.cache.interface import ClusterWriter, Fenced, ObjectRef, WriteError
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
+from scheduler.cache.statuswriter import CoalescingWriter
 from scheduler.framework.close import rfc3339
 
 __all__ = ["CacheWrites"]
@@ -43,6 +50,10 @@ class CacheWrites:
     pre_bind_hooks: list[Callable[[TaskInfo], None]]
     post_bind_hooks: list[Callable[[TaskInfo, Exception | None], None]]
     _writes: deque[Callable[[], None]]
+    binds: BindPool[TaskInfo] | None
+    committed_binds: int
+    background: CoalescingWriter | None
+    _event_ids = itertools.count()
 
     if TYPE_CHECKING:  # defined by the cache
         def _add_task(self, task: TaskInfo) -> None: ...
@@ -55,6 +66,9 @@ class CacheWrites:
 
     # -- SessionSink ----------------------------------------------------------------------
     def bind(self, tasks: Sequence[TaskInfo]) -> None:
+        """Mark the tasks Binding on their nodes at once (Volcano's ``AddBindTask``), so the
+        next session sees them placed, and queue their Binding writes."""
+        marked: list[TaskInfo] = []
         with self.lock:
             for decided in tasks:
                 task = self.tasks.get(decided.uid)
@@ -65,7 +79,14 @@ class CacheWrites:
                 task.node_name = decided.node_name
                 task.bind_annotations = dict(decided.bind_annotations)
                 self._add_task(task)
-                self._writes.append(functools.partial(self._write_bind, task))
+                marked.append(task)
+            self.committed_binds += len(marked)
+            if self.binds is None:
+                self._writes.extend(functools.partial(self._write_bind, t) for t in marked)
+                return
+        # Outside the lock: a full pool makes the session wait, and the workers need the lock.
+        for task in marked:
+            self.binds.submit(task)
 
     def _write_bind(self, task: TaskInfo) -> None:
         failure: WriteError | None = None
@@ -79,6 +100,9 @@ class CacheWrites:
                 node=task.node_name,
                 annotations=task.bind_annotations,
             )
+        except Fenced:
+            self._bind_dropped(task)  # no longer the leader: no report, no hooks
+            return
         except WriteError as exc:
             if exc.status == 409:
                 log.info("pod already bound", pod=task.key)
@@ -89,12 +113,33 @@ class CacheWrites:
             after(task, failure)
 
     def report_event(self, *, involved: ObjectRef, type: str, reason: str, message: str) -> None:
-        """Queue an Event (written by the next :meth:`flush`, never under the cache lock)."""
-        self._writes.append(
+        """Queue an Event (written by the next :meth:`flush` or the background writer, never
+        under the cache lock)."""
+        self.enqueue_status(
+            ("event", str(next(self._event_ids))),
             lambda: self.writer.record_event(
                 involved=involved, type=type, reason=reason, message=message
-            )
+            ),
         )
+
+    def enqueue_status(self, key: Hashable, write: Callable[[], None]) -> None:
+        """Queue a status or event write under the key of what it writes (latest per key
+        wins when a background writer runs)."""
+        if self.background is not None:
+            self.background.put(key, write)
+        else:
+            self._writes.append(write)
+
+    def _status_lost(self, key: Hashable) -> None:
+        with self.lock:
+            self.status.lost(key)
+
+    def _bind_dropped(self, task: TaskInfo) -> None:
+        """A bind that was never sent (the Lease was lost): give its node back."""
+        with self.lock:
+            if self.tasks.get(task.uid) is task:
+                self._remove_task(task)
+                self.resync.add(task.key)
 
     def _bind_failed(self, task: TaskInfo, exc: Exception) -> None:
         log.warning("bind failed", pod=task.key, node=task.node_name, error=str(exc))
@@ -114,14 +159,22 @@ class CacheWrites:
             "message": message,
             "lastTransitionTime": rfc3339(self.clock()),
         }
-        self.status.pod_conditions[task.key] = ("SchedulerError", message)
-        try:
+        with self.lock:
+            self.status.pod_conditions[task.key] = ("SchedulerError", message)
+
+        def report() -> None:
             self.writer.update_pod_condition(
                 namespace=task.namespace, name=task.name, condition=condition
             )
             self.writer.record_event(
                 involved=ref, type="Warning", reason="FailedScheduling", message=message
             )
+
+        if self.background is not None:
+            self.background.put(("pod", task.key), report)
+            return
+        try:
+            report()
         except WriteError as write_exc:
             log.warning("could not report bind failure", pod=task.key, error=str(write_exc))
 
@@ -226,4 +279,36 @@ class CacheWrites:
 
     @property
     def pending_writes(self) -> int:
-        return len(self._writes)
+        """Writes not yet done: queued for :meth:`flush`, binds and background writes."""
+        waiting = len(self._writes)
+        if self.binds is not None:
+            waiting += self.binds.backlog
+        if self.background is not None:
+            waiting += self.background.backlog
+        return waiting
+
+    # -- background writers ---------------------------------------------------------------
+    def start_background(self, *, bind_workers: int, gate: Callable[[], bool] | None = None,
+                         status_workers: int = 2, bind_capacity: int = 5000,
+                         status_capacity: int = 20_000) -> None:
+        """Write binds from ``bind_workers`` threads and status through a coalescing writer.
+
+        ``gate`` is asked right before each bind is sent (``lahar run`` passes "still the
+        leader"); a bind it refuses is not sent and its task goes back to Pending.
+        """
+        pool: BindPool[TaskInfo] = BindPool(send=self._write_bind, workers=bind_workers,
+                                            capacity=bind_capacity, dropped=self._bind_dropped)
+        if gate is not None:
+            pool.gate = gate
+        self.binds = pool.start()
+        self.background = CoalescingWriter(workers=status_workers, capacity=status_capacity,
+                                           yield_to=pool.busy, lost=self._status_lost).start()
+
+    def stop_background(self, *, send_binds: bool, timeout: float = 10.0) -> None:
+        """Stop the background writers: binds are sent first when ``send_binds`` (else the
+        queued ones are rolled back), then every status write is flushed, for at most
+        ``timeout`` seconds each."""
+        if self.binds is not None:
+            self.binds.stop(drain=send_binds, timeout=timeout)
+        if self.background is not None:
+            self.background.stop(timeout=timeout)

@@ -166,6 +166,7 @@ class ApiServerDouble:
         self._closing = False
         self._server: ThreadingHTTPServer | None = None
         self._streams: set[socket.socket] = set()
+        self._sorted: dict[str, tuple[int, list[str]]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -274,6 +275,32 @@ class ApiServerDouble:
     def delete(self, collection: str, key: str) -> None:
         with self.cond:
             self._delete(collection, key)
+
+    def sorted_keys(self, collection: str) -> list[str]:
+        """The collection's keys in order, recomputed only after a change (under the lock)."""
+        size = len(self.objects[collection])
+        cached = self._sorted.get(collection)
+        if cached is None or cached[0] != self.resource_version or len(cached[1]) != size:
+            cached = (self.resource_version, sorted(self.objects[collection]))
+            self._sorted[collection] = cached
+        return cached[1]
+
+    def populate(self, collection: str, objects: list[dict[str, Any]]) -> None:
+        """Store many objects at once, as if created before anyone watched: no history, no
+        copies (for scale benchmarks)."""
+        with self.cond:
+            self.resource_version += 1
+            version = str(self.resource_version)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            store = self.objects[collection]
+            for obj in objects:
+                meta = obj.setdefault("metadata", {})
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", stamp)
+                meta["resourceVersion"] = version
+                store[_key(obj)] = obj
+            self.compacted = max(self.compacted, self.resource_version)
+            self.cond.notify_all()
 
     def get(self, collection: str, key: str) -> dict[str, Any] | None:
         with self.cond:

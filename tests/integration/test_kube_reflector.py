@@ -181,3 +181,28 @@ def test_handler_failure_does_not_stop_the_mirror(
     group.interrupt()
     group.join(timeout=2.0)
     assert not any(thread.is_alive() for thread in group.threads)
+
+
+def test_cached_pods_share_their_repeated_strings() -> None:
+    import json
+
+    from scheduler.cache.intern import StringTable
+    from tests.apiserver.standalone import fake_pod
+
+    text = json.dumps([fake_pod(i, nodes=3, scheduler="volcano", group_size=4)
+                       for i in range(8)])
+    first, second = json.loads(text)[0], json.loads(text)[4]
+    assert first["status"]["phase"] is not second["status"]["phase"]
+    table = StringTable(limit=1000)
+    table.intern(first)
+    table.intern(second)
+    assert first["status"]["phase"] is second["status"]["phase"] == "Running"
+    assert (first["spec"]["containers"][0]["image"]
+            is second["spec"]["containers"][0]["image"])
+    assert first["metadata"]["name"] != second["metadata"]["name"]
+    one = StringTable()
+    one.intern(json.loads(text)[2])
+    small = StringTable(limit=2)
+    for index in range(3):
+        small.intern(json.loads(text)[index])
+    assert len(small) == len(one)  # started afresh instead of growing without bound

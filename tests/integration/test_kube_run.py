@@ -43,6 +43,16 @@ def test_defaults_match_vc_scheduler() -> None:
     assert (args.percentage_nodes_to_find, args.minimum_feasible_nodes,
             args.minimum_percentage_nodes_to_find) == (0, 100, 5)
     assert args.verbosity == 0 and args.cache_dump_dir == "/tmp"
+    assert args.bind_workers == 16  # Lahar's own flag
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_bind_workers_must_be_a_positive_count(value: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("--bind-workers", value)
+    assert "--bind-workers" in capsys.readouterr().err
+    assert parse("--bind-workers=4").bind_workers == 4
 
 
 def test_go_style_flags_are_accepted() -> None:

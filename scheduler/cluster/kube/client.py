@@ -16,9 +16,11 @@ binds, status writes and watches share the same budget, as in client-go.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -46,6 +48,8 @@ JSON_PATCH = "application/json-patch+json"
 
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 """(connect, read) seconds for ordinary requests; watches pass their own."""
+
+_log = logging.getLogger(__name__)
 
 Timeout = float | tuple[float, float] | None
 QueryValue = str | int | bool | None
@@ -116,6 +120,12 @@ def build_configuration(*, kubeconfig: str | None = None, master: str | None = N
                                      client_configuration=configuration, persist_config=False)
     if master:
         configuration.host = master if "://" in master else f"https://{master}"
+    if not configuration.verify_ssl and configuration.host.startswith("https:"):
+        # urllib3 repeats its warning on every request (thousands a second while binding);
+        # say it once, naming the server.
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        _log.warning("TLS certificate of %s is not verified (insecure-skip-tls-verify)",
+                     configuration.host)
     # Watches hold one connection each for minutes; binds run from a worker pool.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
     configuration.keep_alive = True

@@ -1,8 +1,8 @@
 """Publish one scheduling cycle as Volcano's ``volcano_*`` metrics.
 
 Timings come from the cycle's :class:`~scheduler.loop.CycleStats`; counts and queue gauges are
-read from the cache right after the session closed (before its writes are flushed), so tasks the
-cycle bound are still ``Binding`` and pending tasks carry the condition the cycle gave them.
+read from the cache right after the session closed: ``scheduled`` attempts are the tasks the
+cycle committed for binding, and pending tasks carry the condition the cycle gave them.
 ``unschedule_task_count`` / ``unschedule_job_count`` follow Volcano's gang plugin: per valid
 job, the tasks its gang still lacks (0 once ready), and how many jobs lack any.
 """
@@ -37,15 +37,15 @@ def record_cycle(stats: Any, cache: Any) -> None:
         metrics.observe_plugin(plugin, stage, seconds)
     with cache.lock:
         unschedulable: Counter[str] = Counter()
-        scheduled = 0
+        # Binds leave from workers and a task may stay Binding for several cycles: count the
+        # tasks this cycle committed, not the ones still Binding.
+        scheduled, cache.committed_binds = cache.committed_binds, 0
         allocated: dict[str, Resource] = {}
         request: dict[str, Resource] = {}
         for task in cache.tasks.values():
             podgroup = cache.podgroups.get(task.job)
             queue = podgroup.queue if podgroup is not None else ""
-            if task.status is TaskStatus.BINDING:
-                scheduled += 1
-            elif task.status is TaskStatus.PENDING and task.job:
+            if task.status is TaskStatus.PENDING and task.job:
                 reason = cache.status.pod_conditions.get(task.key, ("", ""))[0]
                 if reason in UNSCHEDULABLE_REASONS:
                     unschedulable[str(task.job)] += 1

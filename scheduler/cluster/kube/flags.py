@@ -58,6 +58,16 @@ def _selector(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid worker count {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"worker count must be at least 1, got {value}")
+    return value
+
+
 def _flag(group: argparse._ArgumentGroup, name: str, default: bool, help: str) -> None:
     group.add_argument(name, nargs="?", const=True, default=default, type=parse_bool,
                        metavar="BOOL", help=f"{help} (default {str(default).lower()})")
@@ -96,6 +106,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     api.add_argument("--master", default="", help="API server address, overrides kubeconfig")
     api.add_argument("--kube-api-qps", type=float, default=2000.0)
     api.add_argument("--kube-api-burst", type=int, default=2000)
+    api.add_argument("--bind-workers", type=_workers, default=16, metavar="N",
+                     help="threads sending Bindings concurrently (default 16); binds, status "
+                          "and watches together stay within --kube-api-qps/--kube-api-burst")
 
     serve = parser.add_argument_group("serving")
     serve.add_argument("--listen-address", default=":8080", help="address of /metrics")

@@ -109,14 +109,18 @@ class LeaderElector:
         try:
             self._renew_until_lost()
         finally:
-            self._valid_until = None
             released = self._stop.is_set()
             if not released:
+                self._valid_until = None
                 _log.error("leader election: %s lost lease %s/%s", self.identity,
                            config.namespace, config.name)
             try:
-                on_stopped_leading()  # leader work ends before anyone else may start
+                # Leader work ends before anyone else may start. On a graceful stop the lease
+                # is still ours until released, so is_leader() stays true (up to the renew
+                # deadline) while the leader finishes its writes.
+                on_stopped_leading()
             finally:
+                self._valid_until = None
                 if released:
                     self._release()
 

@@ -10,6 +10,9 @@ A :class:`Reflector` keeps one collection (nodes, pods, …) in step with the AP
 3. 410 Gone (an HTTP answer or an ERROR event) means the version was compacted away: LIST again.
 4. Any other failure backs off with full jitter and tries again; the reflector never gives up.
 
+Objects are delivered as the decoded JSON dicts, never through the ``kubernetes`` client's
+models, and without ``metadata.managedFields``.
+
 Collections of optional CRDs (Koordinator ``Device``) answer 404 when the CRD is absent; that is
 logged once, counts as synced, and is looked at again after a while.
 """
@@ -114,6 +117,14 @@ def _key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
+
+
+def _strip(obj: dict[str, Any]) -> None:
+    """Drop ``metadata.managedFields``: nothing here reads it, and on a real API server it is
+    often the largest part of a pod (kube-scheduler's informers drop it too)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
 
 
 def _meta(obj: dict[str, Any], field: str) -> str:
@@ -234,6 +245,7 @@ class Reflector:
                     continue
                 raise
             for item in page.get("items") or []:
+                _strip(item)
                 item.setdefault("kind", self.resource.kind)
                 item.setdefault("apiVersion", self.resource.api_version)
                 items[_key(item)] = item
@@ -299,6 +311,7 @@ class Reflector:
         version = _meta(obj, "resourceVersion")
         if version:
             self._resource_version = version
+        _strip(obj)
         if kind == "DELETED":
             self._store.pop(_key(obj), None)
         else:

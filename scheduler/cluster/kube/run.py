@@ -91,9 +91,9 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         if client is None:
             return 0 if stop.is_set() else 1
 
-        def lead() -> None:
+        def lead(leading: Callable[[], bool]) -> None:
             schedule_forever(client, args=args, conf=conf, health=health, stop=stop,
-                             dump_requested=dump_requested)
+                             dump_requested=dump_requested, leading=leading)
 
         if not args.leader_elect:
             exit_code = _run_until_stopped(lead, stop)
@@ -159,21 +159,25 @@ def _connect(args: argparse.Namespace, stop: threading.Event,
     return None
 
 
-def _lead_guarded(lead: Callable[[], None], stop: threading.Event,
+Lead = Callable[[Callable[[], bool]], None]
+"""The leader's work; called with "may this replica still write?"."""
+
+
+def _lead_guarded(lead: Lead, leading: Callable[[], bool], stop: threading.Event,
                   outcome: dict[str, int]) -> None:
     """Run ``lead``; an unexpected error is logged, sets exit code 1 and stops the process."""
     try:
-        lead()
+        lead(leading)
     except Exception:
         log.exception("scheduler stopped by an unexpected error")
         outcome["code"] = 1
         stop.set()
 
 
-def _run_until_stopped(lead: Callable[[], None], stop: threading.Event) -> int:
+def _run_until_stopped(lead: Lead, stop: threading.Event) -> int:
     outcome = {"code": 0}
-    worker = threading.Thread(target=_lead_guarded, args=(lead, stop, outcome), daemon=True,
-                              name="scheduler")
+    worker = threading.Thread(target=_lead_guarded, args=(lead, lambda: True, stop, outcome),
+                              daemon=True, name="scheduler")
     worker.start()
     while not stop.wait(0.5):
         pass
@@ -181,7 +185,7 @@ def _run_until_stopped(lead: Callable[[], None], stop: threading.Event) -> int:
     return outcome["code"]
 
 
-def _run_elected(client: KubeClient, args: argparse.Namespace, lead: Callable[[], None],
+def _run_elected(client: KubeClient, args: argparse.Namespace, lead: Lead,
                  health: Health, stop: threading.Event) -> int:
     elector = LeaderElector(client, LeaseConfig(
         name=args.leader_elect_resource_name, namespace=args.leader_elect_resource_namespace,
@@ -194,7 +198,7 @@ def _run_elected(client: KubeClient, args: argparse.Namespace, lead: Callable[[]
     def started() -> None:
         health.leading = True
         try:
-            _lead_guarded(lead, stop, outcome)
+            _lead_guarded(lead, elector.is_leader, stop, outcome)
         finally:
             finished.set()
 
@@ -319,8 +323,16 @@ def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.
 
 
 def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any, health: Health,
-                     stop: threading.Event, dump_requested: threading.Event) -> None:
-    """The leader's work: mirror the cluster into the cache and run cycles until ``stop``."""
+                     stop: threading.Event, dump_requested: threading.Event,
+                     leading: Callable[[], bool] = lambda: True) -> None:
+    """The leader's work: mirror the cluster into the cache and run cycles until ``stop``.
+
+    Binds leave from ``--bind-workers`` threads, each only while ``leading()``; status writes
+    from a coalescing writer. At the end queued binds are sent if this replica still leads
+    (graceful stop) and dropped if it lost the Lease; status writes are flushed either way,
+    before the Lease is released, and after a lost Lease only within half the time before
+    another replica may take it.
+    """
     from scheduler.cache.cache import SchedulerCache
     from scheduler.conf import load_conf
     from scheduler.devices import device_support
@@ -334,6 +346,9 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                            default_queue=args.default_queue, clock=time.time,
                            node_selector=args.node_selector, **devices.cache_options())
     devices.install(cache, access=writer, clock=time.time)
+    cache.start_background(bind_workers=args.bind_workers, gate=leading)
+    writer.background = cache.enqueue_status
+    writer.may_bind = leading  # checked again before each retry of a bind
     groups = (PodGroupController(client, args.scheduler_name,
                                  report=lambda pod, message: _report_pod(writer, pod, message))
               if args.enable_podgroup_controller else None)
@@ -367,8 +382,11 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             try:
                 if groups is not None:
                     groups.sync()
-                scheduler.run_once()
+                stats = scheduler.run_once()
                 cache.flush()
+                log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
+                          binds_waiting=cache.binds.backlog if cache.binds else 0,
+                          status_waiting=cache.background.backlog if cache.background else 0)
             except Exception:
                 log.exception("scheduling cycle failed")
             health.beat()
@@ -383,5 +401,16 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                 if remaining <= 0 or stop.wait(min(remaining, 1.0)):
                     break
     finally:
+        still_leading = leading()
+        if not args.leader_elect:
+            grace = 10.0
+        elif still_leading:  # both steps end before the elector releases the Lease
+            grace = args.leader_elect_renew_deadline / 2
+        else:  # the Lease is gone; another replica may take it after the difference
+            grace = (args.leader_elect_lease_duration - args.leader_elect_renew_deadline) / 2
+        cache.stop_background(send_binds=still_leading, timeout=grace)
+        if cache.binds is not None and cache.binds.discarded:
+            log.warning("binds not sent: this replica no longer leads",
+                        count=cache.binds.discarded)
         reflectors.interrupt()
         reflectors.join(timeout=5.0)

@@ -11,7 +11,10 @@ them atomically with ``spec.nodeName``); eviction first marks the pod ``Ready=Fa
 PodDisruptionBudgets are honoured; PodGroup status is patched on the object (Volcano's CRD has no
 status subresource) and Queue status through ``/status``. Events are core/v1 Events named like
 client-go's (``<object>.<hex nanoseconds>``); repeats of the same event bump ``count`` instead of
-creating new objects.
+creating new objects. The events that accompany a successful write (``Scheduled`` after a bind,
+``Evict`` after an eviction) are handed to :attr:`KubeClusterWriter.background` when one is set
+(``lahar run`` sets the cache's coalescing writer), so a bind worker is free for the next bind
+after one round trip.
 
 For node locks the writer also offers ``get_node`` / ``replace_node`` (optimistic concurrency on
 ``metadata.resourceVersion``; a lost race raises :class:`ConflictError`).
@@ -26,12 +29,12 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cache.interface import BindError, ObjectRef, WriteError
+from scheduler.cache.interface import BindError, Fenced, ObjectRef, WriteError
 from scheduler.cluster.kube.client import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
@@ -86,6 +89,11 @@ class KubeClusterWriter:
         self.instance = (instance or socket.gethostname())[:128]
         self._seen: OrderedDict[tuple[str, ...], _SeenEvent] = OrderedDict()
         self._seen_lock = threading.Lock()
+        self.background: Callable[[Hashable, Callable[[], None]], Any] | None = None
+        """Where follow-up events go instead of being written inline (key, write)."""
+        self.may_bind: Callable[[], bool] = lambda: True
+        """Asked before every attempt of a bind, retries included (``lahar run``: "still the
+        leader"); a no raises :class:`Fenced` and nothing is sent."""
 
     # -- pods -----------------------------------------------------------------------------------
 
@@ -100,7 +108,13 @@ class KubeClusterWriter:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         path = object_path(CORE, "pods", namespace=namespace, name=name, subresource="binding")
         what = f"bind {namespace}/{name} to {node}"
-        status = self._call(what, lambda: self._status_of_post(path, body), error=BindError)
+
+        def attempt() -> int:
+            if not self.may_bind():
+                raise Fenced(f"{what}: not sent, this replica no longer leads")
+            return self._status_of_post(path, body)
+
+        status = self._call(what, attempt, error=BindError)
         if status not in (200, 201):
             raise BindError(f"{what}: unexpected HTTP {status}", status=status)
         self._record_quietly(ObjectRef(kind="Pod", name=name, namespace=namespace, uid=uid),
@@ -290,9 +304,17 @@ class KubeClusterWriter:
     def _record_quietly(self, involved: ObjectRef, *, type: str, reason: str,
                         message: str, related: ObjectRef | None = None) -> None:
         """An event that accompanies a write that already succeeded: failing it only logs."""
-        try:
+
+        def write() -> None:
             self.record_event(involved=involved, type=type, reason=reason, message=message,
                               related=related)
+
+        if self.background is not None:
+            key = f"{involved.kind} {involved.namespace}/{involved.name} {involved.uid}"
+            self.background((f"event {reason}", key), write)
+            return
+        try:
+            write()
         except WriteError as error:
             _log.warning("cannot record event %s on %s/%s: %s", reason, involved.namespace,
                          involved.name, error)

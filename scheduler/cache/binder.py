@@ -1,0 +1,162 @@
+"""A bounded pool of bind workers, so binds go out at the speed of the API server.
+
+The session commits a gang and the cache marks its tasks Binding at once (Volcano's
+``AddBindTask``); the Binding POSTs then run here, on ``workers`` threads, while the session goes
+on scheduling. One POST per pod is what both Volcano (a goroutine per bind batch) and
+kube-scheduler (a goroutine per pod) do; a serial write path caps a cycle at one round trip per
+pod.
+
+The queue is bounded (Volcano's ``BindFlowChannel`` holds 5,000): a full queue makes
+:meth:`BindPool.submit` wait, which slows the session down instead of piling up memory. Every
+bind passes ``gate`` right before it is sent; once the gate says no (the leader Lease is lost) a
+queued bind is handed to ``dropped`` instead of being sent, so no bind leaves after the loss.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import structlog
+
+__all__ = ["BindPool"]
+
+log = structlog.get_logger("lahar.binder")
+
+T = TypeVar("T")
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(slots=True)
+class BindPool(Generic[T]):
+    """Runs ``send(item)`` for every submitted item on ``workers`` daemon threads.
+
+    ``dropped(item)`` gets the items that were never sent because the gate closed or the pool
+    was stopped without draining. ``send`` must not raise; an exception is logged and counted.
+    """
+
+    send: Callable[[T], None]
+    workers: int = 16
+    capacity: int = 5000
+    gate: Callable[[], bool] = _always
+    dropped: Callable[[T], None] | None = None
+    name: str = "bind"
+    _queue: deque[T] = field(default_factory=deque)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _active: int = 0
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _closed: bool = False
+    sent: int = 0
+    failed: int = 0
+    discarded: int = 0
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"a bind pool needs at least one worker, got {self.workers}")
+        if self.capacity < 1:
+            raise ValueError(f"a bind pool needs a capacity of at least 1, got {self.capacity}")
+
+    def start(self) -> BindPool[T]:
+        for number in range(self.workers):
+            thread = threading.Thread(target=self._work, daemon=True,
+                                      name=f"{self.name}-{number}")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def submit(self, item: T) -> bool:
+        """Queue ``item``, waiting while the queue is full; False once the pool is closed."""
+        with self._cond:
+            while len(self._queue) >= self.capacity and not self._closed:
+                self._cond.wait(0.1)
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._queue.append(item)
+                self._cond.notify_all()
+        if closed:
+            self._drop(item)
+        return not closed
+
+    @property
+    def backlog(self) -> int:
+        """Binds queued or being sent."""
+        with self._cond:
+            return len(self._queue) + self._active
+
+    def busy(self) -> bool:
+        return self.backlog > 0
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every queued bind was sent (or dropped); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._active, timeout)
+
+    def stop(self, *, drain: bool, timeout: float = 30.0) -> None:
+        """Stop taking binds; send what is queued first when ``drain``, else drop it.
+
+        Waits at most ``timeout`` for the binds in flight; what is still queued after that is
+        dropped.
+        """
+        if drain:
+            self.drain(timeout)
+        with self._cond:
+            self._closed = True
+            left = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+        for item in left:
+            self._drop(item)
+        with self._cond:
+            self._cond.wait_for(lambda: not self._active, timeout)
+        for thread in self._threads:
+            thread.join(1.0)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                item = self._queue.popleft()
+                self._active += 1
+                self._cond.notify_all()  # room for a waiting submit
+            outcome = "dropped"
+            try:
+                if self.gate():
+                    outcome = self._send(item)
+                else:
+                    self._drop(item)
+            finally:
+                with self._cond:
+                    self._active -= 1
+                    if outcome == "sent":
+                        self.sent += 1
+                    elif outcome == "failed":
+                        self.failed += 1
+                    self._cond.notify_all()
+
+    def _send(self, item: T) -> str:
+        try:
+            self.send(item)
+        except Exception:
+            log.exception("bind worker failed", pool=self.name)
+            return "failed"
+        return "sent"
+
+    def _drop(self, item: T) -> None:
+        with self._cond:
+            self.discarded += 1
+        if self.dropped is not None:
+            try:
+                self.dropped(item)
+            except Exception:
+                log.exception("rolling back an unsent bind failed", pool=self.name)

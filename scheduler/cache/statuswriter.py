@@ -1,0 +1,179 @@
+"""The asynchronous writer of events, pod conditions and PodGroup / Queue status.
+
+These writes report on decisions; none of them is a decision. They go out on their own worker
+threads so they never delay a bind, and they are coalesced per object: a write is queued under
+a key naming what it writes (``("pod", "ns/name")``, ``("podgroup", …)``, ``("queue", …)``), a
+newer write under the same key replaces the queued one (latest state wins), and a key is never
+written by two workers at once (at most one write in flight per object). N changes of one pod's
+condition while the writer is busy thus become one write of the last.
+
+While binds are queued (``yield_to``) the workers trickle: together they start at most one write
+per ``trickle`` seconds, so status traffic takes the API server's spare capacity, not the
+binds', and still makes progress during a long burst of binds. The queue is bounded: a
+write that finds it full is dropped and ``lost(key)`` is told, as it is for a write that failed,
+so the cache can forget what it believed written and write it again in a later cycle.
+:meth:`CoalescingWriter.flush` writes everything queued (shutdown, loss of the Lease).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+import structlog
+
+from scheduler.cache.interface import WriteError
+
+__all__ = ["CoalescingWriter", "Write"]
+
+log = structlog.get_logger("lahar.statuswriter")
+
+Write = Callable[[], None]
+
+
+@dataclass(slots=True)
+class CoalescingWriter:
+    """Latest-wins, one-in-flight-per-key background writes (see the module docstring)."""
+
+    workers: int = 2
+    capacity: int = 20_000
+    yield_to: Callable[[], bool] | None = None
+    trickle: float = 0.1
+    lost: Callable[[Hashable], None] | None = None
+    _pending: OrderedDict[Hashable, Write] = field(default_factory=OrderedDict)
+    _inflight: set[Hashable] = field(default_factory=set)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _closed: bool = False
+    _flushing: int = 0
+    _last_start: float = 0.0
+    written: int = 0
+    coalesced: int = 0
+    dropped: int = 0
+    failed: int = 0
+
+    def start(self) -> CoalescingWriter:
+        for number in range(self.workers):
+            thread = threading.Thread(target=self._work, daemon=True,
+                                      name=f"status-writer-{number}")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def put(self, key: Hashable, write: Write) -> bool:
+        """Queue ``write`` for ``key``, replacing a queued one; never blocks.
+
+        False when the write was dropped (queue full or writer stopped).
+        """
+        with self._cond:
+            accepted = not self._closed and (key in self._pending
+                                             or len(self._pending) < self.capacity)
+            if accepted:
+                if key in self._pending:
+                    self.coalesced += 1
+                self._pending[key] = write
+                self._cond.notify()
+            else:
+                self.dropped += 1
+        if not accepted:
+            if self.dropped % 1000 == 1:  # the first, then every thousandth: no log flood
+                log.warning("status writes dropped: queue full; a later cycle writes them",
+                            dropped=self.dropped, capacity=self.capacity, key=repr(key))
+            self._lose(key)
+        return accepted
+
+    @property
+    def backlog(self) -> int:
+        with self._cond:
+            return len(self._pending) + len(self._inflight)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Write everything queued now, without holding back for binds; False on timeout."""
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: not self._pending and not self._inflight,
+                                           timeout)
+            finally:
+                self._flushing -= 1
+
+    def stop(self, *, timeout: float = 10.0) -> bool:
+        """Flush for at most ``timeout`` seconds, then stop the workers; False if writes were
+        left unwritten."""
+        flushed = self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            left = len(self._pending)
+            self._pending.clear()
+            self._cond.notify_all()
+        if left:
+            log.warning("status writes left unwritten at stop", count=left)
+        for thread in self._threads:
+            thread.join(1.0)
+        return flushed
+
+    def _next(self) -> tuple[Hashable, Write] | None:
+        """The oldest queued write whose key is not in flight (under the lock)."""
+        for key, write in self._pending.items():
+            if key not in self._inflight:
+                del self._pending[key]
+                self._inflight.add(key)
+                return key, write
+        return None
+
+    def _hold_back(self) -> float:
+        """Seconds to wait before the next write may start (0 = go), under the lock."""
+        if self.yield_to is None or self._flushing or self._closed or not self.yield_to():
+            return 0.0
+        return max(0.0, self._last_start + self.trickle - time.monotonic())
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed and not self._pending:
+                        return
+                    if self._pending:
+                        delay = self._hold_back()
+                        if delay > 0:
+                            self._cond.wait(delay)
+                            continue
+                        picked = self._next()
+                        if picked is not None:
+                            self._last_start = time.monotonic()
+                            break
+                    self._cond.wait()  # nothing queued, or every queued key in flight
+                key, write = picked
+            ok = self._write(key, write)
+            with self._cond:
+                self._inflight.discard(key)
+                if ok:
+                    self.written += 1
+                else:
+                    self.failed += 1
+                self._cond.notify_all()
+            if not ok:
+                self._lose(key)
+
+    def _write(self, key: Hashable, write: Write) -> bool:
+        try:
+            write()
+        except WriteError as error:
+            log.warning("status write failed", key=repr(key), status=error.status,
+                        error=str(error))
+            return False
+        except Exception:
+            log.exception("status write failed", key=repr(key))
+            return False
+        return True
+
+    def _lose(self, key: Hashable) -> None:
+        if self.lost is not None:
+            try:
+                self.lost(key)
+            except Exception:
+                log.exception("forgetting a lost status write failed", key=repr(key))
