@@ -2,9 +2,11 @@
 
 Cluster adapters feed raw objects through :meth:`SchedulerCache.apply`; every object is
 converted once into the scheduler's dataclasses. :meth:`snapshot` hands each session a private
-copy. Decisions come back through the :class:`~scheduler.framework.interface.SessionSink`
-methods, are applied to the cache at once (a bound task holds its node's resources from that
-moment) and written to the cluster by :meth:`flush`. A bind the cluster refuses is rolled back
+copy, renewing only the copies that changed since the last one (:mod:`scheduler.cache.snapshot`:
+every change to a cached task or node passes through a handler here that marks it).
+Decisions come back through the :class:`~scheduler.framework.interface.SessionSink` methods,
+are applied to the cache at once (a bound task holds its node's resources from that moment) and
+written to the cluster by :meth:`flush`. A bind the cluster refuses is rolled back
 and the pod is resynced from the cluster after a per-pod backoff (:mod:`scheduler.cache.resync`).
 An object that cannot be read is reported by a log line and an event naming it; a broken update
 of a pod keeps its last readable version.
@@ -29,6 +31,7 @@ from scheduler.api.task import TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.resync import ResyncQueue
+from scheduler.cache.snapshot import SnapshotPool
 from scheduler.cache.status import StatusRecorder
 from scheduler.cache.writes import CacheWrites
 from scheduler.framework.close import rfc3339
@@ -91,6 +94,8 @@ class SchedulerCache(CacheWrites):
         self.unready: dict[JobID, tuple[str, int]] = {}
         """Job → (PodGroup name, tasks its gang still lacks) from the last session's close."""
         self._writes: deque[Callable[[], None]] = deque()
+        self.pool = SnapshotPool()
+        """The copies the last snapshot handed out, renewed where marked dirty."""
         self.status = StatusRecorder(
             writer=writer,
             enqueue=self._writes.append,
@@ -144,6 +149,7 @@ class SchedulerCache(CacheWrites):
 
     def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
+        self.pool.mark_node(name)
         if deleted:
             self.node_objects.pop(name, None)
             self.nodes.pop(name, None)
@@ -197,6 +203,7 @@ class SchedulerCache(CacheWrites):
         return self.tasks.get(TaskID(str(uid)))
 
     def _add_task(self, task: TaskInfo) -> None:
+        self.pool.mark_task(task.uid, task.node_name)
         self.tasks[task.uid] = task
         if task.node_name and not task.status & COMPLETED_STATUS:
             self.tasks_by_node.setdefault(task.node_name, {})[task.uid] = task
@@ -205,6 +212,7 @@ class SchedulerCache(CacheWrites):
                 node.add_task(task)
 
     def _remove_task(self, task: TaskInfo) -> None:
+        self.pool.mark_task(task.uid, task.node_name)
         self.tasks.pop(task.uid, None)
         if task.node_name:
             self.tasks_by_node.get(task.node_name, {}).pop(task.uid, None)
@@ -246,6 +254,7 @@ class SchedulerCache(CacheWrites):
 
     def _device(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
+        self.pool.mark_node(name)  # a Device object is named after its node
         if deleted:
             self.device_objects.pop(name, None)
         else:
@@ -261,35 +270,56 @@ class SchedulerCache(CacheWrites):
         return 0
 
     def snapshot(self) -> Snapshot:
-        """A private copy of nodes, jobs (with a PodGroup and an existing queue) and queues."""
+        """A private copy of nodes, jobs (with a PodGroup and an existing queue) and queues.
+
+        Incremental: only the nodes and tasks changed since the last snapshot (by the cluster
+        or by the last session) are copied again, and the last session's node table is
+        handed on with the names of the nodes whose rows changed.
+        """
         with self.lock:
             self.nominated = {}
             self.unready = {}
+            last = self.pool.last
+            refreshed = self.pool.refresh(self.tasks, self.nodes)
+            snapshot = self._assemble(refreshed.tasks, refreshed.nodes)
+            if last is not None and last.table is not None:
+                snapshot.previous_table = last.table
+                snapshot.renewed_nodes = refreshed.renewed_nodes
+            self.pool.last = snapshot
+            return snapshot
+
+    def full_snapshot(self) -> Snapshot:
+        """A snapshot copied wholly from the cache, sharing nothing with earlier ones."""
+        with self.lock:
             clones = {uid: task.clone() for uid, task in self.tasks.items()}
-            nodes = [node.clone(clones) for node in self.nodes.values()]
-            jobs: dict[JobID, JobInfo] = {}
-            self.orphans = []
-            for uid, podgroup in self.podgroups.items():
-                if QueueID(podgroup.queue) not in self.queues:
-                    self.orphans.append(uid)
-                    continue
-                jobs[uid] = JobInfo(
-                    uid=uid,
-                    name=podgroup.name,
-                    namespace=podgroup.namespace,
-                    podgroup=podgroup.clone(),
-                    queue=QueueID(podgroup.queue),
-                    priority=self.job_priority(podgroup),
-                    min_available=podgroup.min_member,
-                    preemptable=str(podgroup.annotations.get("volcano.sh/preemptable")).lower()
-                    == "true",
-                )
-            for task in clones.values():
-                job = jobs.get(task.job)
-                if job is not None:
-                    job.add_task(task)
-            queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
-            return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
+            return self._assemble(clones, [node.clone(clones) for node in self.nodes.values()])
+
+    def _assemble(self, clones: Mapping[TaskID, TaskInfo], nodes: list[NodeInfo]) -> Snapshot:
+        """Jobs from fresh PodGroup copies and the task copies ``clones``, in cache order."""
+        jobs: dict[JobID, JobInfo] = {}
+        self.orphans = []
+        for uid, podgroup in self.podgroups.items():
+            if QueueID(podgroup.queue) not in self.queues:
+                self.orphans.append(uid)
+                continue
+            jobs[uid] = JobInfo(
+                uid=uid,
+                name=podgroup.name,
+                namespace=podgroup.namespace,
+                podgroup=podgroup.clone(),
+                queue=QueueID(podgroup.queue),
+                priority=self.job_priority(podgroup),
+                min_available=podgroup.min_member,
+                preemptable=str(podgroup.annotations.get("volcano.sh/preemptable")).lower()
+                == "true",
+            )
+        for task_uid in self.tasks:
+            task = clones[task_uid]
+            job = jobs.get(task.job)
+            if job is not None:
+                job.add_task(task)
+        queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
+        return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

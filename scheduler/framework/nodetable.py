@@ -4,6 +4,10 @@ Predicates and scorers work on whole columns (one vector operation for all nodes
 looping over nodes in Python; the session keeps each row in step with its ``NodeInfo`` on every
 allocate, pipeline and evict (:meth:`NodeTable.sync`), an O(1) update. Static columns (labels,
 taints, unschedulable) are derived lazily and cached for the life of the session.
+
+A table can start from the previous cycle's (``previous``): when the node list and the
+dimensions are the same it copies that table's columns and recomputes only the ``renewed``
+rows, so opening a session costs the changed nodes, not the cluster.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ RowHook = Callable[[int, NodeInfo], None]
 class NodeTable:
     """Resource columns (rows = nodes, columns = resource dimensions) plus static columns."""
 
-    def __init__(self, nodes: Sequence[NodeInfo], *, extra_dims: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        *,
+        extra_dims: Iterable[str] = (),
+        previous: NodeTable | None = None,
+        renewed: Iterable[str] | None = None,
+    ) -> None:
         self.nodes = list(nodes)
         self.names = [node.name for node in self.nodes]
         self.index = {name: i for i, name in enumerate(self.names)}
@@ -48,11 +59,29 @@ class NodeTable:
         """Extra per-node columns maintained by row hooks (e.g. device summaries)."""
         self._label_codes: dict[str, tuple[IntArray, dict[str, int]]] = {}
         self._taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None = None
-        for i, node in enumerate(self.nodes):
+        if (
+            previous is not None
+            and renewed is not None
+            and previous.dims == self.dims
+            and previous.names == self.names
+        ):
+            self._copy_columns(previous)
+            rows: Iterable[int] = sorted(self.index[name] for name in renewed)
+        else:
+            rows = range(n)
+        for i in rows:
+            node = self.nodes[i]
             node.index = i
             self.allocatable[i] = self.vector(node.allocatable)
             self.unschedulable[i] = node.unschedulable
             self.sync(i)
+
+    def _copy_columns(self, previous: NodeTable) -> None:
+        """Start from ``previous``'s resource columns (same nodes, same dimensions)."""
+        for name in ("allocatable", "idle", "used", "releasing", "pipelined", "future_idle"):
+            getattr(self, name)[:] = getattr(previous, name)
+        self.pod_count[:] = previous.pod_count
+        self.unschedulable[:] = previous.unschedulable
 
     def __len__(self) -> int:
         return len(self.nodes)
