@@ -72,6 +72,7 @@ class SchedulerCache(CacheWrites):
         self.tasks: dict[TaskID, TaskInfo] = {}
         self.pods: dict[str, Mapping[str, Any]] = {}
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
+        self.tasks_by_job: dict[JobID, dict[TaskID, TaskInfo]] = {}
         self.podgroups: dict[JobID, PodGroup] = {}
         self.queues: dict[QueueID, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
@@ -203,8 +204,9 @@ class SchedulerCache(CacheWrites):
         return self.tasks.get(TaskID(str(uid)))
 
     def _add_task(self, task: TaskInfo) -> None:
-        self.pool.mark_task(task.uid, task.node_name)
+        self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks[task.uid] = task
+        self.tasks_by_job.setdefault(task.job, {})[task.uid] = task
         if task.node_name and not task.status & COMPLETED_STATUS:
             self.tasks_by_node.setdefault(task.node_name, {})[task.uid] = task
             node = self.nodes.get(task.node_name)
@@ -212,8 +214,13 @@ class SchedulerCache(CacheWrites):
                 node.add_task(task)
 
     def _remove_task(self, task: TaskInfo) -> None:
-        self.pool.mark_task(task.uid, task.node_name)
+        self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks.pop(task.uid, None)
+        members = self.tasks_by_job.get(task.job)
+        if members is not None:
+            members.pop(task.uid, None)
+            if not members:
+                del self.tasks_by_job[task.job]
         if task.node_name:
             self.tasks_by_node.get(task.node_name, {}).pop(task.uid, None)
             node = self.nodes.get(task.node_name)
@@ -281,7 +288,8 @@ class SchedulerCache(CacheWrites):
             self.unready = {}
             last = self.pool.last
             refreshed = self.pool.refresh(self.tasks, self.nodes)
-            snapshot = self._assemble(refreshed.tasks, refreshed.nodes)
+            snapshot = self._assemble(refreshed.tasks, refreshed.nodes, reuse=refreshed.jobs)
+            self.pool.jobs = snapshot.jobs
             if last is not None and last.table is not None:
                 snapshot.previous_table = last.table
                 snapshot.renewed_nodes = refreshed.renewed_nodes
@@ -294,30 +302,50 @@ class SchedulerCache(CacheWrites):
             clones = {uid: task.clone() for uid, task in self.tasks.items()}
             return self._assemble(clones, [node.clone(clones) for node in self.nodes.values()])
 
-    def _assemble(self, clones: Mapping[TaskID, TaskInfo], nodes: list[NodeInfo]) -> Snapshot:
-        """Jobs from fresh PodGroup copies and the task copies ``clones``, in cache order."""
+    def _assemble(
+        self,
+        clones: Mapping[TaskID, TaskInfo],
+        nodes: list[NodeInfo],
+        *,
+        reuse: Mapping[JobID, JobInfo] | None = None,
+    ) -> Snapshot:
+        """Jobs from fresh PodGroup copies and the task copies ``clones``, in cache order;
+        a job in ``reuse`` keeps its task index (none of its tasks changed)."""
         jobs: dict[JobID, JobInfo] = {}
+        fresh: list[JobInfo] = []
         self.orphans = []
         for uid, podgroup in self.podgroups.items():
             if QueueID(podgroup.queue) not in self.queues:
                 self.orphans.append(uid)
                 continue
-            jobs[uid] = JobInfo(
-                uid=uid,
-                name=podgroup.name,
-                namespace=podgroup.namespace,
-                podgroup=podgroup.clone(),
-                queue=QueueID(podgroup.queue),
-                priority=self.job_priority(podgroup),
-                min_available=podgroup.min_member,
-                preemptable=str(podgroup.annotations.get("volcano.sh/preemptable")).lower()
-                == "true",
-            )
-        for task_uid in self.tasks:
-            task = clones[task_uid]
-            job = jobs.get(task.job)
-            if job is not None:
-                job.add_task(task)
+            job = None if reuse is None else reuse.get(uid)
+            if job is None:
+                job = JobInfo(uid=uid, name=podgroup.name, namespace=podgroup.namespace,
+                              podgroup=podgroup, queue=QueueID(podgroup.queue))
+                fresh.append(job)
+            else:
+                # What a cycle writes onto a job starts empty again.
+                job.nodes_fit_errors = {}
+                job.unfit_tasks = set()
+                job.job_fit_error = ""
+                job.enqueue_message = ""
+            job.podgroup = podgroup.clone()
+            job.queue = QueueID(podgroup.queue)
+            job.priority = self.job_priority(podgroup)
+            job.min_available = podgroup.min_member
+            job.preemptable = (
+                str(podgroup.annotations.get("volcano.sh/preemptable")).lower() == "true")
+            jobs[uid] = job
+        if reuse is None:
+            for task_uid in self.tasks:
+                task = clones[task_uid]
+                job = jobs.get(task.job)
+                if job is not None:
+                    job.add_task(task)
+        else:
+            for job in fresh:
+                for task_uid in self.tasks_by_job.get(job.uid, ()):
+                    job.add_task(clones[task_uid])
         queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
         return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims)
 

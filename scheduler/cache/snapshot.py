@@ -12,8 +12,9 @@ copies it handed out last time and renews only those that may differ from a fres
 
 Everything else is handed out again as it was, which is exactly what a fresh copy would be.
 The last session's node table travels with the snapshot, so the next table copies its columns
-and recomputes only the rows of renewed nodes. Jobs are rebuilt every cycle from the task
-copies: actions and close write per-cycle verdicts onto them.
+and recomputes only the rows of renewed nodes. A job is rebuilt only when one of its tasks was
+renewed; otherwise its task index and counters are kept and only what a cycle writes onto a
+job (fit errors, messages, the PodGroup copy and what derives from it) is set afresh.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import TaskID
+from scheduler.api.types import JobID, TaskID
 from scheduler.framework.snapshot import Snapshot
 
 __all__ = ["PoolRefresh", "SnapshotPool"]
@@ -37,6 +39,8 @@ class PoolRefresh:
     nodes: list[NodeInfo]
     renewed_nodes: frozenset[str]
     """Nodes copied afresh this time (their table rows must be recomputed)."""
+    jobs: dict[JobID, JobInfo]
+    """Jobs of the last snapshot whose tasks are all unchanged (reusable as they are)."""
 
 
 @dataclass(slots=True)
@@ -45,15 +49,19 @@ class SnapshotPool:
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
     dirty_tasks: set[TaskID] = field(default_factory=set)
     dirty_nodes: set[str] = field(default_factory=set)
+    jobs: dict[JobID, JobInfo] = field(default_factory=dict)
+    dirty_jobs: set[JobID] = field(default_factory=set)
     last: Snapshot | None = None
     """The snapshot handed out last; its session's touches are collected at the next one."""
     complete: bool = False
     """Whether ``tasks`` and ``nodes`` mirror the cache (False: copy everything next time)."""
 
-    def mark_task(self, uid: TaskID, node_name: str = "") -> None:
+    def mark_task(self, uid: TaskID, node_name: str = "", job: JobID | None = None) -> None:
         self.dirty_tasks.add(uid)
         if node_name:
             self.dirty_nodes.add(node_name)
+        if job is not None:
+            self.dirty_jobs.add(job)
 
     def mark_node(self, name: str) -> None:
         self.dirty_nodes.add(name)
@@ -73,27 +81,36 @@ class SnapshotPool:
         if not self.complete:
             self.tasks = {uid: task.clone() for uid, task in tasks.items()}
             self.nodes = {name: node.clone(self.tasks) for name, node in nodes.items()}
+            self.jobs = {}
             renewed = frozenset(self.nodes)
             self.complete = True
         else:
             renewed = self._renew(tasks, nodes)
+        for job in self.dirty_jobs:
+            self.jobs.pop(job, None)
         self.dirty_tasks = set()
         self.dirty_nodes = set()
+        self.dirty_jobs = set()
         # The cache's order, so an incremental snapshot lists nodes as a full copy would.
         node_list = [self.nodes[name] for name in nodes]
-        return PoolRefresh(tasks=self.tasks, nodes=node_list, renewed_nodes=renewed)
+        return PoolRefresh(
+            tasks=self.tasks, nodes=node_list, renewed_nodes=renewed, jobs=self.jobs
+        )
 
     def _renew(
         self, tasks: Mapping[TaskID, TaskInfo], nodes: Mapping[str, NodeInfo]
     ) -> frozenset[str]:
-        dirty_nodes = self.dirty_nodes
+        dirty_nodes, dirty_jobs = self.dirty_nodes, self.dirty_jobs
         for uid in self.dirty_tasks:
             old = self.tasks.pop(uid, None)
-            if old is not None and old.node_name:
-                dirty_nodes.add(old.node_name)  # it may still list the old copy
+            if old is not None:
+                dirty_jobs.add(old.job)
+                if old.node_name:
+                    dirty_nodes.add(old.node_name)  # it may still list the old copy
             current = tasks.get(uid)
             if current is not None:
                 self.tasks[uid] = current.clone()
+                dirty_jobs.add(current.job)
                 if current.node_name:
                     dirty_nodes.add(current.node_name)
         renewed: set[str] = set()
