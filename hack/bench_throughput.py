@@ -206,7 +206,8 @@ def preempt_cluster(nodes: int, pods: int) -> list[Manifest]:
 
 def run_preempt(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
     cluster, cache, scheduler = build_simulation(
-        preempt_cluster(nodes, pods), conf=parse_conf(PREEMPT_CONF), seed=seed)
+        preempt_cluster(nodes, pods), conf=parse_conf(PREEMPT_CONF), seed=seed,
+        freeze_loaded=True)
     cluster.take_changes()
     started, cpu_started = time.perf_counter(), time.process_time()
     stats = scheduler.run_once()
@@ -317,7 +318,7 @@ def _pending_objects(count: int, round_: int, seed: int) -> list[dict[str, objec
 def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
              repeat: int = 3) -> dict[str, float | int]:
     cluster, cache, scheduler = build_simulation(
-        idle_cluster(nodes, pods, seed), conf=load_conf(CONF), seed=seed)
+        idle_cluster(nodes, pods, seed), conf=load_conf(CONF), seed=seed, freeze_loaded=True)
     cluster.take_changes()
     warm_started = time.perf_counter()
     scheduler.run_once()
@@ -359,7 +360,8 @@ def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
 def run(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
     manifests = synthetic_cluster(nodes, pods, seed)
     conf = load_conf(CONF)
-    cluster, cache, scheduler = build_simulation(manifests, conf=conf, seed=seed)
+    cluster, cache, scheduler = build_simulation(manifests, conf=conf, seed=seed,
+                                                 freeze_loaded=True)
     cluster.take_changes()
     cycles = 0
     started = time.perf_counter()
