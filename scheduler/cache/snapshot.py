@@ -86,8 +86,10 @@ class SnapshotPool:
             self.complete = True
         else:
             renewed = self._renew(tasks, nodes)
-        for job in self.dirty_jobs:
-            self.jobs.pop(job, None)
+        if self.dirty_jobs:
+            self.jobs = dict(self.jobs)  # the last snapshot's own dict stays as it was
+            for job in self.dirty_jobs:
+                self.jobs.pop(job, None)
         self.dirty_tasks = set()
         self.dirty_nodes = set()
         self.dirty_jobs = set()
