@@ -21,11 +21,13 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from plugins import PLUGINS
 from scheduler.api.types import TaskStatus
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
-from scheduler.framework.session import Session
+from scheduler.conf import SchedulerConf
+from scheduler.framework.session import PluginEntry, Session
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.statement import Statement
 from scheduler.simulate import build_simulation
@@ -80,18 +82,25 @@ def picture(snapshot: Snapshot) -> dict[str, Any]:
     return {"nodes": nodes, "jobs": jobs, "queues": queues}
 
 
-def open_session(snapshot: Snapshot, cache: SchedulerCache) -> Session:
-    return Session(snapshot, tiers=[], sink=cache, clock=lambda: 0.0, rng=random.Random(0))
+def open_session(snapshot: Snapshot, cache: SchedulerCache, conf: SchedulerConf) -> Session:
+    """A session with the conf's plugins opened (device summary columns included)."""
+    tiers = [[PluginEntry(PLUGINS[option.name](option.args), option.flags, t)
+              for option in tier] for t, tier in enumerate(conf.tiers)]
+    session = Session(snapshot, tiers=tiers, sink=cache, clock=lambda: 0.0,
+                      rng=random.Random(0))
+    session.open()
+    return session
 
 
 def table_columns(session: Session) -> dict[str, Any]:
     table = session.table
     return {name: getattr(table, name).copy() for name in (
         "allocatable", "idle", "used", "releasing", "pipelined", "future_idle", "pod_count",
-        "unschedulable")} | {"names": list(table.names), "dims": list(table.dims)}
+        "unschedulable")} | {"names": list(table.names), "dims": list(table.dims)} | {
+        f"column {name}": values.copy() for name, values in table.columns.items()}
 
 
-def assert_same(cache: SchedulerCache) -> Session:
+def assert_same(cache: SchedulerCache, conf: SchedulerConf) -> Session:
     """Compare an incremental snapshot with a full one; return the incremental session."""
     incremental = cache.snapshot()
     full = cache.full_snapshot()
@@ -105,15 +114,16 @@ def assert_same(cache: SchedulerCache) -> Session:
             assert ledger is not cache.nodes[node.name].others[name]
     for job in incremental.jobs.values():
         assert not any(id(task) in cached_tasks for task in job.tasks.values())
-    session = open_session(incremental, cache)
-    reference = open_session(full, cache).table
+    session = open_session(incremental, cache, conf)
+    reference = open_session(full, cache, conf)
     columns = table_columns(session)
-    for name, value in table_columns(open_session(cache.full_snapshot(), cache)).items():
+    assert columns.keys() == table_columns(reference).keys()
+    for name, value in table_columns(reference).items():
         if isinstance(value, np.ndarray):
             np.testing.assert_array_equal(columns[name], value, err_msg=name)
         else:
             assert columns[name] == value, name
-    assert [n.index for n in session.node_list] == list(range(len(reference)))
+    assert [n.index for n in session.node_list] == list(range(len(reference.table)))
     return session
 
 
@@ -206,7 +216,7 @@ class World:
 
     def _session_step(self, *, discard: bool) -> None:
         """A session places and evicts on its copies, then discards or leaves them."""
-        session = assert_same(self.cache)
+        session = assert_same(self.cache, self.scheduler.conf)
         statement = Statement(session)
         pending = [t for job in session.jobs.values()
                    for t in job.tasks_in(TaskStatus.PENDING)]
@@ -231,7 +241,7 @@ class World:
 @example(seed=1, steps=["arrive", "discarded_session", "run", "cycle", "delete_node", "cycle"])
 def test_incremental_snapshot_matches_a_full_copy(seed: int, steps: list[str]) -> None:
     world = World(seed)
-    assert_same(world.cache)
+    assert_same(world.cache, world.scheduler.conf)
     for kind in steps:
         world.step(kind)
-        assert_same(world.cache)
+        assert_same(world.cache, world.scheduler.conf)
