@@ -183,10 +183,10 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                 if hasattr(devices, "policy"):
                     devices.policy = self.config.policy
         table = session.table
-        for family in self.families:
-            for column in family.COLUMNS:
-                table.columns[column] = np.zeros(len(table))
-        table.add_row_hook(self._sync_row)
+        columns = [column for family in self.families for column in family.COLUMNS]
+        for column in columns:
+            table.columns[column] = np.zeros(len(table))
+        table.add_row_hook(self._sync_row, columns=columns)
 
     def _sync_row(self, row: int, node: NodeInfo) -> None:
         columns = self.ssn.table.columns

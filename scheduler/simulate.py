@@ -7,6 +7,7 @@ after ``max_cycles``.
 
 from __future__ import annotations
 
+import gc
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,8 +38,15 @@ def build_simulation(
     seed: int = 0,
     clock: SimClock | None = None,
     setup: Callable[[SimCluster, SchedulerCache], None] | None = None,
+    freeze_loaded: bool = False,
 ) -> tuple[SimCluster, SchedulerCache, Scheduler]:
-    """Wire an embedded cluster, a cache and a scheduler together (nothing runs yet)."""
+    """Wire an embedded cluster, a cache and a scheduler together (nothing runs yet).
+
+    ``freeze_loaded`` moves every object alive once the cache holds the loaded cluster out of
+    the garbage collector's reach (:func:`gc.freeze`): a large cluster's objects live for the
+    whole run, and every full collection would otherwise walk all of them again. For long
+    runs on big clusters; objects made later are collected as usual.
+    """
     clock = clock or SimClock()
     cluster = SimCluster(clock=clock, scheduler_names=tuple(scheduler_names))
     cluster.load(manifests)
@@ -52,6 +60,9 @@ def build_simulation(
         setup(cluster, cache)
     cluster.replay_into(cache.apply)
     cluster.listener = cache.apply
+    if freeze_loaded:
+        gc.collect()
+        gc.freeze()
     scheduler = Scheduler(cache=cache, conf=conf, clock=clock, rng=random.Random(seed))
     return cluster, cache, scheduler
 

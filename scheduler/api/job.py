@@ -95,15 +95,20 @@ class JobInfo:
         task.status = status
         self.task_status_index.setdefault(status, {})[task.uid] = task
 
+    # Both below compare the flags' integer values: ``Flag.__and__`` builds a new member in
+    # Python, and they run for every job several times a cycle.
     def tasks_in(self, status: TaskStatus) -> list[TaskInfo]:
         out: list[TaskInfo] = []
+        wanted = status._value_
         for flag, tasks in self.task_status_index.items():
-            if flag & status:
+            if flag._value_ & wanted:
                 out.extend(tasks.values())
         return out
 
     def count(self, status: TaskStatus) -> int:
-        return sum(len(tasks) for flag, tasks in self.task_status_index.items() if flag & status)
+        wanted = status._value_
+        return sum(len(tasks) for flag, tasks in self.task_status_index.items()
+                   if flag._value_ & wanted)
 
     def inqueue_demand(self, *, deduct_allocated_inqueue: bool = True) -> Resource | None:
         """What an admitted job still holds in reserve for its queue, or None.

@@ -2,12 +2,14 @@
 
 Cluster adapters feed raw objects through :meth:`SchedulerCache.apply`; every object is
 converted once into the scheduler's dataclasses. :meth:`snapshot` hands each session a private
-copy. Decisions come back through the :class:`~scheduler.framework.interface.SessionSink`
-methods, are applied to the cache at once (a bound task holds its node's resources from that
-moment) and written to the cluster by :meth:`flush`, or, once :meth:`start_background` ran (as
-``lahar run`` does), by a pool of bind workers and a coalescing status writer while the
-scheduler goes on. A bind the cluster refuses is rolled back and the pod is resynced from the
-cluster after a per-pod backoff (:mod:`scheduler.cache.resync`).
+copy, renewing only the copies that changed since the last one (:mod:`scheduler.cache.snapshot`:
+every change to a cached task or node passes through a handler here that marks it).
+Decisions come back through the :class:`~scheduler.framework.interface.SessionSink` methods,
+are applied to the cache at once (a bound task holds its node's resources from that moment) and
+written to the cluster by :meth:`flush`, or, once :meth:`start_background` ran (as ``lahar run``
+does), by a pool of bind workers and a coalescing status writer while the scheduler goes on. A
+bind the cluster refuses is rolled back and the pod is resynced from the cluster after a
+per-pod backoff (:mod:`scheduler.cache.resync`).
 An object that cannot be read is reported by a log line and an event naming it; a broken update
 of a pod keeps its last readable version.
 """
@@ -33,6 +35,7 @@ from scheduler.cache.binder import BindPool
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.intern import StringTable
 from scheduler.cache.resync import ResyncQueue
+from scheduler.cache.snapshot import SnapshotPool
 from scheduler.cache.status import StatusRecorder
 from scheduler.cache.statuswriter import CoalescingWriter
 from scheduler.cache.writes import CacheWrites
@@ -77,6 +80,7 @@ class SchedulerCache(CacheWrites):
         self.strings = StringTable()
         """One copy of each short string the cached pods share (namespaces, nodes, phases)."""
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
+        self.tasks_by_job: dict[JobID, dict[TaskID, TaskInfo]] = {}
         self.podgroups: dict[JobID, PodGroup] = {}
         self.queues: dict[QueueID, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
@@ -107,6 +111,8 @@ class SchedulerCache(CacheWrites):
         """Bind workers; None = binds are written by :meth:`flush`."""
         self.background: CoalescingWriter | None = None
         """Status and event writer; None = written by :meth:`flush`."""
+        self.pool = SnapshotPool()
+        """The copies the last snapshot handed out, renewed where marked dirty."""
         self.status = StatusRecorder(
             writer=writer,
             enqueue=self.enqueue_status,
@@ -162,6 +168,7 @@ class SchedulerCache(CacheWrites):
 
     def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
+        self.pool.mark_node(name)
         if deleted:
             self.node_objects.pop(name, None)
             self.nodes.pop(name, None)
@@ -217,7 +224,9 @@ class SchedulerCache(CacheWrites):
         return self.tasks.get(TaskID(str(uid)))
 
     def _add_task(self, task: TaskInfo) -> None:
+        self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks[task.uid] = task
+        self.tasks_by_job.setdefault(task.job, {})[task.uid] = task
         if task.node_name and not task.status & COMPLETED_STATUS:
             self.tasks_by_node.setdefault(task.node_name, {})[task.uid] = task
             node = self.nodes.get(task.node_name)
@@ -225,7 +234,13 @@ class SchedulerCache(CacheWrites):
                 node.add_task(task)
 
     def _remove_task(self, task: TaskInfo) -> None:
+        self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks.pop(task.uid, None)
+        members = self.tasks_by_job.get(task.job)
+        if members is not None:
+            members.pop(task.uid, None)
+            if not members:
+                del self.tasks_by_job[task.job]
         if task.node_name:
             self.tasks_by_node.get(task.node_name, {}).pop(task.uid, None)
             node = self.nodes.get(task.node_name)
@@ -278,6 +293,7 @@ class SchedulerCache(CacheWrites):
 
     def _device(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
+        self.pool.mark_node(name)  # a Device object is named after its node
         if deleted:
             self.device_objects.pop(name, None)
         else:
@@ -295,36 +311,78 @@ class SchedulerCache(CacheWrites):
         return 0
 
     def snapshot(self) -> Snapshot:
-        """A private copy of nodes, jobs (with a PodGroup and an existing queue) and queues."""
+        """A private copy of nodes, jobs (with a PodGroup and an existing queue) and queues.
+
+        Incremental: only the nodes and tasks changed since the last snapshot (by the cluster
+        or by the last session) are copied again, and the last session's node table is
+        handed on with the names of the nodes whose rows changed.
+        """
         with self.lock:
             self.nominated = {}
             self.unready = {}
+            last = self.pool.last
+            refreshed = self.pool.refresh(self.tasks, self.nodes)
+            snapshot = self._assemble(refreshed.tasks, refreshed.nodes, reuse=refreshed.jobs)
+            self.pool.jobs = snapshot.jobs
+            if last is not None and last.table is not None:
+                snapshot.previous_table = last.table
+                snapshot.renewed_nodes = refreshed.renewed_nodes
+            self.pool.last = snapshot
+            return snapshot
+
+    def full_snapshot(self) -> Snapshot:
+        """A snapshot copied wholly from the cache, sharing nothing with earlier ones."""
+        with self.lock:
             clones = {uid: task.clone() for uid, task in self.tasks.items()}
-            nodes = [node.clone(clones) for node in self.nodes.values()]
-            jobs: dict[JobID, JobInfo] = {}
-            self.orphans = []
-            for uid, podgroup in self.podgroups.items():
-                if QueueID(podgroup.queue) not in self.queues:
-                    self.orphans.append(uid)
-                    continue
-                jobs[uid] = JobInfo(
-                    uid=uid,
-                    name=podgroup.name,
-                    namespace=podgroup.namespace,
-                    podgroup=podgroup.clone(),
-                    queue=QueueID(podgroup.queue),
-                    priority=self.job_priority(podgroup),
-                    min_available=podgroup.min_member,
-                    preemptable=str(podgroup.annotations.get("volcano.sh/preemptable")).lower()
-                    == "true",
-                )
-            for task in clones.values():
+            return self._assemble(clones, [node.clone(clones) for node in self.nodes.values()])
+
+    def _assemble(
+        self,
+        clones: Mapping[TaskID, TaskInfo],
+        nodes: list[NodeInfo],
+        *,
+        reuse: Mapping[JobID, JobInfo] | None = None,
+    ) -> Snapshot:
+        """Jobs from fresh PodGroup copies and the task copies ``clones``, in cache order;
+        a job in ``reuse`` keeps its task index (none of its tasks changed)."""
+        jobs: dict[JobID, JobInfo] = {}
+        fresh: list[JobInfo] = []
+        self.orphans = []
+        for uid, podgroup in self.podgroups.items():
+            if QueueID(podgroup.queue) not in self.queues:
+                self.orphans.append(uid)
+                continue
+            job = None if reuse is None else reuse.get(uid)
+            if job is None:
+                job = JobInfo(uid=uid, name=podgroup.name, namespace=podgroup.namespace,
+                              podgroup=podgroup, queue=QueueID(podgroup.queue))
+                fresh.append(job)
+            else:
+                # What a cycle writes onto a job starts empty again.
+                job.nodes_fit_errors = {}
+                job.unfit_tasks = set()
+                job.job_fit_error = ""
+                job.enqueue_message = ""
+            job.podgroup = podgroup.clone()
+            job.queue = QueueID(podgroup.queue)
+            job.priority = self.job_priority(podgroup)
+            job.min_available = podgroup.min_member
+            job.preemptable = (
+                str(podgroup.annotations.get("volcano.sh/preemptable")).lower() == "true")
+            jobs[uid] = job
+        if reuse is None:
+            for task_uid in self.tasks:
+                task = clones[task_uid]
                 job = jobs.get(task.job)
                 if job is not None:
                     job.add_task(task)
-            queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
-            return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
-                            namespace_labels=dict(self.namespace_labels))
+        else:
+            for job in fresh:
+                for task_uid in self.tasks_by_job.get(job.uid, ()):
+                    job.add_task(clones[task_uid])
+        queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
+        return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
+                        namespace_labels=dict(self.namespace_labels))
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

@@ -119,7 +119,16 @@ class Session:
         self.queues: dict[QueueID, QueueInfo] = snapshot.queues
         self.node_list: list[NodeInfo] = snapshot.nodes
         self.nodes: dict[str, NodeInfo] = {node.name: node for node in snapshot.nodes}
-        self.table = NodeTable(snapshot.nodes, extra_dims=snapshot.device_dims)
+        self.table = NodeTable(
+            snapshot.nodes,
+            extra_dims=snapshot.device_dims,
+            previous=snapshot.previous_table,
+            renewed=snapshot.renewed_nodes,
+        )
+        snapshot.table = self.table
+        self.touched_nodes = snapshot.touched_nodes
+        self.touched_tasks = snapshot.touched_tasks
+        """Copies this session changed; the cache renews them before the next session."""
         self.namespace_labels = snapshot.namespace_labels
         self.total_resource = Resource()
         for node in self.node_list:
@@ -324,6 +333,8 @@ class Session:
         """Put a Pending task on ``node`` as Allocated or Pipelined; handlers may veto."""
         job = self.jobs[task.job]
         self.allocation_version += 1
+        self.touched_tasks.add(task.uid)
+        self.touched_nodes.add(node.name)
         job.update_task_status(task, status)
         task.node_name = node.name
         task.last_node = node.name
@@ -339,6 +350,8 @@ class Session:
     def unplace(self, task: TaskInfo, *, notify: bool = True) -> None:
         """Undo :meth:`place`: back to Pending, off the node."""
         self.allocation_version += 1
+        self.touched_tasks.add(task.uid)
+        self.touched_nodes.add(task.node_name)
         node = self.nodes.get(task.node_name)
         if node is not None:
             node.remove_task(task)
@@ -352,6 +365,8 @@ class Session:
     def mark_releasing(self, task: TaskInfo, releasing: bool) -> None:
         """Evict (``True``) or un-evict a running task in session state."""
         self.allocation_version += 1
+        self.touched_tasks.add(task.uid)
+        self.touched_nodes.add(task.node_name)
         node = self.nodes[task.node_name]
         node.remove_task(task)
         self.jobs[task.job].update_task_status(

@@ -1,13 +1,22 @@
-"""The per-cycle copy of cluster state a session works on."""
+"""The per-cycle copy of cluster state a session works on.
+
+Besides the copies, a snapshot carries what lets the next one be incremental: the node table
+of the previous cycle and the nodes whose rows changed since, and it records which nodes and
+tasks its session touched (those copies are renewed before they are handed out again).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
-from scheduler.api.types import JobID, QueueID
+from scheduler.api.types import JobID, QueueID, TaskID
+
+if TYPE_CHECKING:
+    from scheduler.framework.nodetable import NodeTable
 
 __all__ = ["Snapshot"]
 
@@ -21,3 +30,12 @@ class Snapshot:
     """Scalar resource names device families report per node (kept in the node table)."""
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     """Namespace name → its labels, for pod affinity terms' ``namespaceSelector``."""
+    previous_table: NodeTable | None = None
+    """The last session's node table, whose rows of unchanged nodes are still right."""
+    renewed_nodes: frozenset[str] | None = None
+    """Nodes whose rows ``previous_table`` may have wrong (None: build the table anew)."""
+    table: NodeTable | None = None
+    """Set by the session that opens on this snapshot."""
+    touched_nodes: set[str] = field(default_factory=set)
+    touched_tasks: set[TaskID] = field(default_factory=set)
+    """Filled by the session on every placement, eviction and undo."""
