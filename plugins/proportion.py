@@ -77,6 +77,28 @@ def compute_deserved(attrs: list[QueueAttr], total: Resource) -> None:
             return
 
 
+def _add_totals(attr: QueueAttr, job: JobInfo) -> bool:
+    """Add ``job``'s allocated and requested resources to ``attr`` from its running total and
+    its pending tasks (per job, not per task); False, adding nothing, where that could differ
+    from adding every task (see ``JobInfo.allocated_exact``)."""
+    if not job.allocated_exact():
+        return False
+    pending = job.task_status_index.get(TaskStatus.PENDING, {})
+    for task in pending.values():
+        if not _integral(task.resreq):
+            return False
+    attr.allocated.add(job.allocated)
+    attr.request.add(job.allocated)
+    for task in pending.values():
+        attr.request.add(task.resreq)
+    return True
+
+
+def _integral(resources: Resource) -> bool:
+    return (float(resources.milli_cpu).is_integer() and float(resources.memory).is_integer()
+            and all(float(value).is_integer() for value in resources.scalars.values()))
+
+
 class Proportion(PluginBase[NoArgs]):
     NAME = "proportion"
 
@@ -84,6 +106,8 @@ class Proportion(PluginBase[NoArgs]):
         super().on_session_open(session)
         total = session.total_resource.clone()
         self.attrs: dict[QueueID, QueueAttr] = {}
+        by_task: set[QueueID] = set()
+        """Queues whose totals are summed task by task (a job's running total is not exact)."""
         guarantees = Resource()
         for candidate in session.queues.values():
             if candidate.guarantee is not None:
@@ -103,19 +127,33 @@ class Proportion(PluginBase[NoArgs]):
                     ),
                 )
                 self.attrs[queue.uid] = attr
+            if attr.queue.uid not in by_task and not _add_totals(attr, job):
+                by_task.add(attr.queue.uid)
+            demand = job.inqueue_demand()
+            if demand is not None:
+                attr.inqueue.add(demand)
+            attr.elastic.add(job.elastic_resources())
+        if by_task:
+            self._sum_by_task(session, by_task)
+        compute_deserved(list(self.attrs.values()), total)
+        for attr in self.attrs.values():
+            attr.update_share()
+
+    def _sum_by_task(self, session: Session, queues: set[QueueID]) -> None:
+        """Allocated and requested totals of ``queues`` added up task by task, in job order."""
+        for uid in queues:
+            self.attrs[uid].allocated = Resource()
+            self.attrs[uid].request = Resource()
+        for job in session.jobs.values():
+            if job.queue not in queues:
+                continue
+            attr = self.attrs[job.queue]
             for task in job.tasks.values():
                 if task.status & ALLOCATED_STATUS:
                     attr.allocated.add(task.resreq)
                     attr.request.add(task.resreq)
                 elif task.status is TaskStatus.PENDING:
                     attr.request.add(task.resreq)
-            demand = job.inqueue_demand()
-            if demand is not None:
-                attr.inqueue.add(demand)
-            attr.elastic.add(job.elastic_resources())
-        compute_deserved(list(self.attrs.values()), total)
-        for attr in self.attrs.values():
-            attr.update_share()
 
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
         if left.priority != right.priority:

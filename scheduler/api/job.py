@@ -110,6 +110,18 @@ class JobInfo:
         return sum(len(tasks) for flag, tasks in self.task_status_index.items()
                    if flag._value_ & wanted)
 
+    def allocated_exact(self) -> bool:
+        """Whether ``allocated`` equals, field for field (scalar names included), adding up
+        the requests of the allocated tasks in any order.
+
+        ``allocated`` is a running total kept in step on every change, so reading it costs
+        O(1) per job instead of O(tasks). It may differ from a fresh sum only where a scalar
+        sits at 0 (a fresh sum names a scalar only while a task requests it) or a value is
+        not integral (float additions in another order may round differently); callers sum
+        task by task then.
+        """
+        return _exact_total(self.allocated)
+
     def inqueue_demand(self, *, deduct_allocated_inqueue: bool = True) -> Resource | None:
         """What an admitted job still holds in reserve for its queue, or None.
 
@@ -279,6 +291,14 @@ class JobInfo:
         for task in self.tasks.values():
             copy.add_task(task.clone())
         return copy
+
+
+def _exact_total(resources: Resource) -> bool:
+    """Whether a running total equals a fresh sum of its parts whatever the order: every
+    value integral (sums of integral floats are exact) and no scalar left at 0."""
+    if not (float(resources.milli_cpu).is_integer() and float(resources.memory).is_integer()):
+        return False
+    return all(value and float(value).is_integer() for value in resources.scalars.values())
 
 
 def _only_queue_allocation_gate(task: TaskInfo) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "close_session",
     "nominated_node",
     "podgroup_phase",
+    "queue_allocations",
     "rfc3339",
     "task_reason",
     "unready_tasks",
@@ -52,11 +53,12 @@ def podgroup_phase(session: Session, job: JobInfo) -> str:
             and condition.get("transitionID") == session.uid
         ):
             return PHASE_UNKNOWN
-    scheduled_tasks = job.tasks_in(_SCHEDULED)
-    releasing_on_node = [t for t in job.tasks_in(TaskStatus.RELEASING) if t.node_name]
-    scheduled = len(scheduled_tasks) + len(releasing_on_node)
+    # Counted from the status index rather than by listing tasks: this runs for every job.
+    releasing_on_node = sum(
+        1 for t in job.task_status_index.get(TaskStatus.RELEASING, {}).values() if t.node_name)
+    scheduled = job.count(_SCHEDULED) + releasing_on_node
     if scheduled and scheduled >= job.podgroup.min_member:
-        if all(t.status & COMPLETED_STATUS for t in scheduled_tasks) and not releasing_on_node:
+        if not job.count(_SCHEDULED & ~COMPLETED_STATUS) and not releasing_on_node:
             return PHASE_COMPLETED
         return PHASE_RUNNING
     return PHASE_INQUEUE if job.podgroup.phase == PHASE_INQUEUE else PHASE_PENDING
@@ -108,17 +110,45 @@ def close_session(session: Session) -> None:
     now = rfc3339(session.clock())
     for job in session.jobs.values():
         _close_job(session, job, now)
+    allocated = queue_allocations(session)
+    for uid, queue in session.queues.items():
+        session.sink.update_queue_allocated(queue, allocated[uid])
+
+
+def queue_allocations(session: Session) -> dict[str, Resource]:
+    """Each queue's ``status.allocated``: the requests of its jobs' allocated tasks, plus the
+    per-card device usage of tasks on nodes with devices.
+
+    Without device nodes a job's running total stands for its tasks, so the cost is per job
+    rather than per task; a queue with a job whose total is not exact (``allocated_exact``)
+    is summed task by task, in the order a full computation adds them.
+    """
     allocated: dict[str, Resource] = {uid: Resource() for uid in session.queues}
-    for job in session.jobs.values():
-        if job.queue in allocated:
+    with_devices = session.has_device_nodes()
+    by_task: set[str] = set(allocated) if with_devices else set()
+    if not with_devices:
+        for job in session.jobs.values():
+            total = allocated.get(job.queue)
+            if total is None or job.queue in by_task:
+                continue
+            if job.allocated_exact():
+                total.add(job.allocated)
+            else:
+                by_task.add(job.queue)
+    for uid in by_task:
+        allocated[uid] = Resource()
+    if by_task:
+        for job in session.jobs.values():
+            if job.queue not in by_task:
+                continue
+            total = allocated[job.queue]
             for task in job.tasks_in(ALLOCATED_STATUS):
-                allocated[job.queue].add(task.resreq)
+                total.add(task.resreq)
                 node = session.nodes.get(task.node_name)
                 if node is not None and node.others:
                     # vGPU memory and cores are held per card, not requested; Volcano adds them
-                    allocated[job.queue].add(queue_device_usage(node, task))
-    for uid, queue in session.queues.items():
-        session.sink.update_queue_allocated(queue, allocated[uid])
+                    total.add(queue_device_usage(node, task))
+    return allocated
 
 
 def _close_job(session: Session, job: JobInfo, now: str) -> None:
@@ -129,7 +159,7 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
             job, "Unschedulable", reason=reason, message=message, now=now)
         job.job_fit_error = message
     podgroup = job.podgroup
-    before = session.podgroup_status_before.get(job.uid)
+    before = session.podgroup_phase_before.get(job.uid)
     podgroup.phase = podgroup_phase(session, job)
     podgroup.running = job.count(TaskStatus.RUNNING)
     podgroup.succeeded = job.count(TaskStatus.SUCCEEDED)
@@ -147,7 +177,7 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
                 "Unschedulable",
                 f"{pending}/{len(job.tasks)} tasks in gang unschedulable: {detail}",
             )
-    elif before is not None and before.phase != podgroup.phase:
+    elif before is not None and before != podgroup.phase:
         event = ("Normal", "Scheduled", "pod group is ready")
     unready = None if invalid is not None else unready_tasks(job)
     session.sink.update_podgroup(job, event, unready=unready)

@@ -139,7 +139,10 @@ class Session:
         """``(plugin name, "OnSessionOpen"|"OnSessionClose")`` → seconds spent there."""
         self.allocation_version = 0
         """Bumped on every in-session placement or eviction (a cache key for derived state)."""
-        self.podgroup_status_before = {uid: job.podgroup.clone() for uid, job in self.jobs.items()}
+        # Only the phase is compared at close; copying whole PodGroups here cost a clone per job.
+        self.podgroup_phase_before: dict[JobID, str] = {
+            uid: job.podgroup.phase for uid, job in self.jobs.items()}
+        self._device_nodes: bool | None = None
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._job_order = self._flat(h.JobOrder, "job_order")
         self._task_order = self._flat(h.TaskOrder, "task_order")
@@ -397,6 +400,12 @@ class Session:
                 conditions[i] = condition
                 return
         conditions.append(condition)
+
+    def has_device_nodes(self) -> bool:
+        """Whether any node carries a device family (whose per-card usage queues count)."""
+        if self._device_nodes is None:
+            self._device_nodes = any(node.others for node in self.node_list)
+        return self._device_nodes
 
     def allocated_of(self, queue: QueueID) -> Resource:
         total = Resource()
