@@ -83,20 +83,11 @@ def _add_totals(attr: QueueAttr, job: JobInfo) -> bool:
     from adding every task (see ``JobInfo.allocated_exact``)."""
     if not job.allocated_exact():
         return False
-    pending = job.task_status_index.get(TaskStatus.PENDING, {})
-    for task in pending.values():
-        if not _integral(task.resreq):
-            return False
     attr.allocated.add(job.allocated)
     attr.request.add(job.allocated)
-    for task in pending.values():
+    for task in job.task_status_index.get(TaskStatus.PENDING, {}).values():
         attr.request.add(task.resreq)
     return True
-
-
-def _integral(resources: Resource) -> bool:
-    return (float(resources.milli_cpu).is_integer() and float(resources.memory).is_integer()
-            and all(float(value).is_integer() for value in resources.scalars.values()))
 
 
 class Proportion(PluginBase[NoArgs]):

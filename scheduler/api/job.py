@@ -24,7 +24,7 @@ from scheduler.api.types import (
     TaskStatus,
 )
 
-__all__ = ["QUEUE_ALLOCATION_GATE", "JobInfo"]
+__all__ = ["QUEUE_ALLOCATION_GATE", "JobInfo", "integral"]
 
 QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 """Volcano's own scheduling gate, lifted once the queue has room; pods held only by it are
@@ -54,6 +54,8 @@ class JobInfo:
     enqueue_message: str = ""
     """Why enqueue turned the job away this cycle (written as a PodGroup event)."""
     preemptable: bool = False
+    inexact_requests: int = 0
+    """Tasks whose request has a non-integral value (their sums depend on the order)."""
 
     @property
     def creation(self) -> float:
@@ -70,6 +72,8 @@ class JobInfo:
         self.total_request.add(task.resreq)
         if task.status & ALLOCATED_STATUS:
             self.allocated.add(task.resreq)
+        if not integral(task.resreq):
+            self.inexact_requests += 1
 
     def delete_task(self, task: TaskInfo) -> None:
         existing = self.tasks.pop(task.uid, None)
@@ -79,6 +83,8 @@ class JobInfo:
         self.total_request.sub(existing.resreq)
         if existing.status & ALLOCATED_STATUS:
             self.allocated.sub(existing.resreq)
+        if not integral(existing.resreq):
+            self.inexact_requests -= 1
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` (the job's own object) to ``status``, keeping counters in step."""
@@ -112,15 +118,18 @@ class JobInfo:
 
     def allocated_exact(self) -> bool:
         """Whether ``allocated`` equals, field for field (scalar names included), adding up
-        the requests of the allocated tasks in any order.
+        the requests of the allocated tasks in any order, and so does any sum of requests of
+        this job's tasks.
 
         ``allocated`` is a running total kept in step on every change, so reading it costs
-        O(1) per job instead of O(tasks). It may differ from a fresh sum only where a scalar
-        sits at 0 (a fresh sum names a scalar only while a task requests it) or a value is
-        not integral (float additions in another order may round differently); callers sum
-        task by task then.
+        O(1) per job instead of O(tasks). It may differ from a fresh sum only where a request
+        has a non-integral value (float additions in another order may round differently;
+        integral ones are exact) or a scalar sits at 0 (a fresh sum names a scalar only while
+        a task requests it); callers sum task by task then.
         """
-        return _exact_total(self.allocated)
+        if self.inexact_requests:
+            return False
+        return all(self.allocated.scalars.values())
 
     def inqueue_demand(self, *, deduct_allocated_inqueue: bool = True) -> Resource | None:
         """What an admitted job still holds in reserve for its queue, or None.
@@ -293,12 +302,12 @@ class JobInfo:
         return copy
 
 
-def _exact_total(resources: Resource) -> bool:
-    """Whether a running total equals a fresh sum of its parts whatever the order: every
-    value integral (sums of integral floats are exact) and no scalar left at 0."""
+def integral(resources: Resource) -> bool:
+    """Whether every value of ``resources`` is integral (as Kubernetes quantities in milli-CPU
+    and bytes are), so that sums of such values do not depend on the order."""
     if not (float(resources.milli_cpu).is_integer() and float(resources.memory).is_integer()):
         return False
-    return all(value and float(value).is_integer() for value in resources.scalars.values())
+    return all(float(value).is_integer() for value in resources.scalars.values())
 
 
 def _only_queue_allocation_gate(task: TaskInfo) -> bool:
