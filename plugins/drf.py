@@ -38,12 +38,22 @@ class Drf(PluginBase[NoArgs]):
         self.allocated: dict[JobID, Resource] = {
             uid: job.allocated.clone() for uid, job in session.jobs.items()
         }
-        self.shares: dict[JobID, float] = {
-            uid: dominant_share(res, session.total_resource) for uid, res in self.allocated.items()
-        }
+        self.shares: dict[JobID, float] = {}
+        """Shares computed so far: a share is a function of the job's allocation, so it is
+        derived when a job is first ordered (most jobs of a cycle never are) and again on
+        every change of its allocation."""
+
+    def share(self, uid: JobID) -> float:
+        share = self.shares.get(uid)
+        if share is None:
+            allocated = self.allocated.get(uid)
+            if allocated is None:
+                return 0.0
+            share = self.shares[uid] = dominant_share(allocated, self.ssn.total_resource)
+        return share
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
-        ls, rs = self.shares.get(left.uid, 0.0), self.shares.get(right.uid, 0.0)
+        ls, rs = self.share(left.uid), self.share(right.uid)
         if ls == rs:
             return 0
         return -1 if ls < rs else 1

@@ -107,6 +107,12 @@ class Gang(PluginBase[NoArgs]):
         for job in session.jobs.values():
             if not session.is_valid(job):
                 continue
+            if _running_gang(job):
+                session.update_podgroup_condition(
+                    job, "Scheduled", reason="tasks in gang are ready to be scheduled",
+                    message="", now=now)
+                _clear_unschedulable(job)
+                continue
             if job.is_ready():
                 if job.task_status_index.get(TaskStatus.PENDING) or job.count(READY_STATUS):
                     session.update_podgroup_condition(
@@ -123,6 +129,13 @@ class Gang(PluginBase[NoArgs]):
             job.job_fit_error = message
             session.update_podgroup_condition(
                 job, "Unschedulable", reason="NotEnoughResources", message=message, now=now)
+
+
+def _running_gang(job: JobInfo) -> bool:
+    """All tasks run and make the gang: ready, with ready tasks, known without counting
+    (most jobs of a busy cluster, every cycle)."""
+    running = len(job.task_status_index.get(TaskStatus.RUNNING, ()))
+    return bool(running) and running == len(job.tasks) and running >= job.min_available
 
 
 def _clear_unschedulable(job: JobInfo) -> None:

@@ -7,7 +7,8 @@
   allocated/request totals, computed per job, equal the task-by-task sums of Volcano's
   ``proportion.OnSessionOpen`` (``pkg/scheduler/plugins/proportion/proportion.go``) and of the
   queue status update in ``pkg/scheduler/framework/job_updater.go``.
-* Close's shortcut for jobs whose tasks all run writes the same PodGroup status, event,
+* drf's shares derived on demand order jobs as shares derived at open.
+* Gang's close and close's shortcut for jobs whose tasks all run writes the same PodGroup status, event,
   ``unready`` count and pod conditions as the general path (Volcano's ``getPodGroupPhase`` and
   ``jobStatus`` in ``pkg/scheduler/framework/session.go``).
 """
@@ -21,6 +22,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from plugins import gang as gang_module
+from plugins.drf import Drf, dominant_share
+from plugins.gang import Gang
 from plugins.proportion import Proportion
 from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import (
@@ -231,3 +235,68 @@ def test_running_job_shortcut_closes_as_the_general_path(seed: int) -> None:
                 for condition in call[2].get("conditions") or []:
                     condition.pop("transitionID", None)
     assert with_shortcut == without
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32))
+def test_gang_close_shortcut_matches_counting(seed: int) -> None:
+    """Gang's close (Volcano's ``gang.OnSessionClose``) with and without the shortcut for
+    jobs whose tasks all run leaves the same conditions and fit errors."""
+    rng = random.Random(seed)
+    queues = ["q1"]
+    jobs = _random_jobs(rng, queues)
+    for job in jobs.values():
+        if rng.random() < 0.6:  # mostly all-running jobs, some below their minimum
+            for task in list(job.tasks.values()):
+                job.update_task_status(task, TaskStatus.RUNNING)
+        job.min_available = rng.randint(0, 5)
+        if rng.random() < 0.3:
+            job.podgroup.conditions.append(_condition("Unschedulable", "older"))
+
+    def run(shortcut: bool) -> list[Any]:
+        copies = copy.deepcopy(jobs)
+        session = _session(copies, queues, RecordingSink())
+        plugin = Gang(NoArgs())
+        plugin.on_session_open(session)
+        original = gang_module._running_gang
+        if not shortcut:
+            gang_module._running_gang = lambda job: False  # type: ignore[assignment]
+        try:
+            plugin.on_session_close(session)
+        finally:
+            gang_module._running_gang = original
+        return [(job.podgroup.conditions, job.job_fit_error) for job in copies.values()]
+
+    assert run(True) == run(False)
+
+
+class _EagerDrf(Drf):
+    """drf as before: every job's share computed at open."""
+
+    def on_session_open(self, session: Session) -> None:
+        super().on_session_open(session)
+        for uid, allocated in self.allocated.items():
+            self.shares[uid] = dominant_share(allocated, session.total_resource)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32))
+def test_drf_shares_on_demand_order_jobs_as_shares_at_open(seed: int) -> None:
+    """drf's job order (Volcano's ``drf.jobOrderFn``) with shares derived when first needed
+    equals the order with every share derived at open, across allocations and evictions."""
+    rng = random.Random(seed)
+    jobs = _random_jobs(rng, ["q1"])
+    session = _session(jobs, ["q1"], RecordingSink())
+    session.total_resource = Resource(8000, 2**34, {"pods": 110, "nvidia.com/gpu": 4})
+    lazy, eager = Drf(NoArgs()), _EagerDrf(NoArgs())
+    lazy.on_session_open(session)
+    eager.on_session_open(session)
+    tasks = [task for job in jobs.values() for task in job.tasks.values()]
+    uids = list(jobs)
+    for _ in range(30):
+        if tasks and rng.random() < 0.4:
+            task, allocate = rng.choice(tasks), rng.random() < 0.5
+            for plugin in (lazy, eager):
+                (plugin.on_allocate if allocate else plugin.on_deallocate)(task)
+        left, right = jobs[rng.choice(uids)], jobs[rng.choice(uids)]
+        assert lazy.job_order(left, right) == eager.job_order(left, right)
