@@ -32,21 +32,33 @@ def dominant_share(allocated: Resource, total: Resource) -> float:
 class Drf(PluginBase[NoArgs]):
     NAME = "drf"
     FLAGS = ("enableHierarchy",)
+    _jobs_of: Session | None = None
+    """The session whose jobs' allocations are copied on first use (set at open)."""
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
-        self.allocated: dict[JobID, Resource] = {
-            uid: job.allocated.clone() for uid, job in session.jobs.items()
-        }
+        self.allocated: dict[JobID, Resource] = {}
+        """Each job's allocation from open on, moved by allocate and evict; copied from the
+        session's record of it at open when the job is first needed (most never are)."""
+        self._jobs_of = session
         self.shares: dict[JobID, float] = {}
         """Shares computed so far: a share is a function of the job's allocation, so it is
-        derived when a job is first ordered (most jobs of a cycle never are) and again on
-        every change of its allocation."""
+        derived when a job is first ordered and again on every change of its allocation."""
+
+    def allocation(self, uid: JobID) -> Resource | None:
+        allocated = self.allocated.get(uid)
+        if allocated is None:
+            session = self._jobs_of
+            job = None if session is None else session.jobs.get(uid)
+            if session is None or job is None:
+                return None
+            allocated = self.allocated[uid] = session.allocated_at_open(job).clone()
+        return allocated
 
     def share(self, uid: JobID) -> float:
         share = self.shares.get(uid)
         if share is None:
-            allocated = self.allocated.get(uid)
+            allocated = self.allocation(uid)
             if allocated is None:
                 return 0.0
             share = self.shares[uid] = dominant_share(allocated, self.ssn.total_resource)
@@ -59,7 +71,7 @@ class Drf(PluginBase[NoArgs]):
         return -1 if ls < rs else 1
 
     def _update(self, task: TaskInfo, sign: int) -> None:
-        allocated = self.allocated.get(task.job)
+        allocated = self.allocation(task.job)
         if allocated is None:
             return
         if sign > 0:
@@ -78,7 +90,7 @@ class Drf(PluginBase[NoArgs]):
         self, preemptor: TaskInfo, candidates: list[TaskInfo]
     ) -> tuple[list[TaskInfo], Vote]:
         total = self.ssn.total_resource
-        own = self.allocated.get(preemptor.job)
+        own = self.allocation(preemptor.job)
         if own is None:
             return [], Vote.PERMIT
         my_share = dominant_share(own.clone().add(preemptor.resreq), total)
@@ -86,7 +98,7 @@ class Drf(PluginBase[NoArgs]):
         remaining: dict[JobID, Resource] = {}
         for task in candidates:
             if task.job not in remaining:
-                theirs = self.allocated.get(task.job)
+                theirs = self.allocation(task.job)
                 if theirs is None:
                     continue
                 remaining[task.job] = theirs.clone()

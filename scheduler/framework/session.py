@@ -143,6 +143,8 @@ class Session:
         self.podgroup_phase_before: dict[JobID, str] = {
             uid: job.podgroup.phase for uid, job in self.jobs.items()}
         self._device_nodes: bool | None = None
+        self._allocated_at_open: dict[JobID, Resource] = {}
+        """Copies of ``JobInfo.allocated`` taken just before a job's first in-session change."""
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._job_order = self._flat(h.JobOrder, "job_order")
         self._task_order = self._flat(h.TaskOrder, "task_order")
@@ -338,6 +340,7 @@ class Session:
         self.allocation_version += 1
         self.touched_tasks.add(task.uid)
         self.touched_nodes.add(node.name)
+        self._keep_allocated_at_open(job)
         job.update_task_status(task, status)
         task.node_name = node.name
         task.last_node = node.name
@@ -359,6 +362,7 @@ class Session:
         if node is not None:
             node.remove_task(task)
             self.table.sync(node.index)
+        self._keep_allocated_at_open(self.jobs[task.job])
         self.jobs[task.job].update_task_status(task, TaskStatus.PENDING)
         task.node_name = ""
         if notify:
@@ -372,6 +376,7 @@ class Session:
         self.touched_nodes.add(task.node_name)
         node = self.nodes[task.node_name]
         node.remove_task(task)
+        self._keep_allocated_at_open(self.jobs[task.job])
         self.jobs[task.job].update_task_status(
             task, TaskStatus.RELEASING if releasing else TaskStatus.RUNNING
         )
@@ -400,6 +405,17 @@ class Session:
                 conditions[i] = condition
                 return
         conditions.append(condition)
+
+    def allocated_at_open(self, job: JobInfo) -> Resource:
+        """``job.allocated`` as it was when the session opened (not a copy: do not change it).
+
+        Plugins that track allocations from open on can copy a job's only when they first
+        need it, instead of copying every job's at open."""
+        return self._allocated_at_open.get(job.uid, job.allocated)
+
+    def _keep_allocated_at_open(self, job: JobInfo) -> None:
+        if job.uid not in self._allocated_at_open:
+            self._allocated_at_open[job.uid] = job.allocated.clone()
 
     def has_device_nodes(self) -> bool:
         """Whether any node carries a device family (whose per-card usage queues count)."""

@@ -271,12 +271,13 @@ def test_gang_close_shortcut_matches_counting(seed: int) -> None:
 
 
 class _EagerDrf(Drf):
-    """drf as before: every job's share computed at open."""
+    """drf as before: every job's allocation copied and share computed at open."""
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
-        for uid, allocated in self.allocated.items():
-            self.shares[uid] = dominant_share(allocated, session.total_resource)
+        for uid, job in session.jobs.items():
+            self.allocated[uid] = job.allocated.clone()
+            self.shares[uid] = dominant_share(self.allocated[uid], session.total_resource)
 
 
 @settings(max_examples=150, deadline=None)
@@ -295,8 +296,22 @@ def test_drf_shares_on_demand_order_jobs_as_shares_at_open(seed: int) -> None:
     uids = list(jobs)
     for _ in range(30):
         if tasks and rng.random() < 0.4:
-            task, allocate = rng.choice(tasks), rng.random() < 0.5
-            for plugin in (lazy, eager):
-                (plugin.on_allocate if allocate else plugin.on_deallocate)(task)
-        left, right = jobs[rng.choice(uids)], jobs[rng.choice(uids)]
-        assert lazy.job_order(left, right) == eager.job_order(left, right)
+            # What Session.place / unplace do: the job changes first, then the handlers run.
+            task = rng.choice(tasks)
+            job = jobs[task.job]
+            session._keep_allocated_at_open(job)
+            if task.status is TaskStatus.PENDING:
+                job.update_task_status(task, rng.choice([TaskStatus.ALLOCATED,
+                                                         TaskStatus.PIPELINED]))
+                handlers = [lazy.on_allocate, eager.on_allocate]
+            else:
+                job.update_task_status(task, TaskStatus.PENDING)
+                handlers = [lazy.on_deallocate, eager.on_deallocate]
+            for handler in handlers:
+                handler(task)
+        if rng.random() < 0.2:
+            left, right = jobs[rng.choice(uids)], jobs[rng.choice(uids)]
+            assert lazy.job_order(left, right) == eager.job_order(left, right)
+    for uid in uids:
+        assert lazy.share(uid) == eager.share(uid)
+        assert lazy.allocation(uid) == eager.allocation(uid)
