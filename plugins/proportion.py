@@ -79,10 +79,8 @@ def compute_deserved(attrs: list[QueueAttr], total: Resource) -> None:
 
 def _add_totals(attr: QueueAttr, job: JobInfo) -> bool:
     """Add ``job``'s allocated and requested resources to ``attr`` from its running total and
-    its pending tasks (per job, not per task); False, adding nothing, where that could differ
-    from adding every task (see ``JobInfo.allocated_exact``)."""
-    if not job.allocated_exact():
-        return False
+    its pending tasks (per job, not per task); only for a job whose total is exact (see
+    ``JobInfo.allocated_exact``), where that equals adding every task."""
     attr.allocated.add(job.allocated)
     attr.request.add(job.allocated)
     for task in job.task_status_index.get(TaskStatus.PENDING, {}).values():
@@ -118,8 +116,14 @@ class Proportion(PluginBase[NoArgs]):
                     ),
                 )
                 self.attrs[queue.uid] = attr
-            if attr.queue.uid not in by_task and not _add_totals(attr, job):
+            exact = job.allocated_exact()
+            if attr.queue.uid not in by_task and not (exact and _add_totals(attr, job)):
                 by_task.add(attr.queue.uid)
+            if exact and job.podgroup.min_resources is None:
+                # No reservation, and the elastic part is the whole allocation: an exact total
+                # has no negative and no zero value, so its exceeded part over nothing is itself.
+                attr.elastic.add(job.allocated)
+                continue
             demand = job.inqueue_demand()
             if demand is not None:
                 attr.inqueue.add(demand)

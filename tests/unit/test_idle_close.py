@@ -137,6 +137,10 @@ def _random_jobs(rng: random.Random, queues: list[str]) -> dict[JobID, JobInfo]:
     for j in range(rng.randint(1, 8)):
         name = f"ns/job-{j}"
         job = _job(name, rng.choice([*queues, "missing"]), min_member=rng.randint(1, 4))
+        if rng.random() < 0.3:
+            job.podgroup.min_resources = Resource(rng.choice([0, 700, 2500]), 2**30,
+                                                  {"pods": rng.randint(0, 3)})
+            job.podgroup.phase = rng.choice([PHASE_PENDING, PHASE_INQUEUE, PHASE_RUNNING])
         for i in range(rng.randint(0, 5)):
             job.add_task(_task(name, i, rng.choice(STATUSES), rng.choice(REQUESTS)))
         for task in list(job.tasks.values()):
@@ -174,11 +178,21 @@ def test_queue_totals_match_task_by_task_sums(seed: int) -> None:
     for uid in expected_status:
         assert allocated[uid] == expected_status[uid]
         assert allocated[uid].to_quantities() == expected_status[uid].to_quantities()
+    expected_elastic = {QueueID(q): Resource() for q in queues}
+    expected_inqueue = {QueueID(q): Resource() for q in queues}
+    for job in jobs.values():
+        if job.queue in expected_elastic:
+            demand = job.inqueue_demand()
+            if demand is not None:
+                expected_inqueue[job.queue].add(demand)
+            expected_elastic[job.queue].add(job.elastic_resources())
     proportion = Proportion(NoArgs())
     proportion.on_session_open(session)
     for uid, attr in proportion.attrs.items():
         assert attr.allocated == expected_allocated[uid]
         assert attr.request == expected_request[uid]
+        assert attr.elastic == expected_elastic[uid]
+        assert attr.inqueue == expected_inqueue[uid]
 
 
 def _condition(kind: str, uid: str) -> dict[str, Any]:
