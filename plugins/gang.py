@@ -41,6 +41,8 @@ class Gang(PluginBase[NoArgs]):
     NAME = "gang"
 
     def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        if not job.min_task_member and _running_gang(job):
+            return None  # every task is valid (Running), and enough of them
         role = _roles_satisfied(job, _VALID)
         if role is not None:
             valid = job.role_counts(_VALID)[role]

@@ -358,9 +358,11 @@ class SchedulerCache(CacheWrites):
                               podgroup=podgroup, queue=QueueID(podgroup.queue))
                 fresh.append(job)
             else:
-                # What a cycle writes onto a job starts empty again.
-                job.nodes_fit_errors = {}
-                job.unfit_tasks = set()
+                # What a cycle writes onto a job starts empty again (most jobs' already is).
+                if job.nodes_fit_errors:
+                    job.nodes_fit_errors = {}
+                if job.unfit_tasks:
+                    job.unfit_tasks = set()
                 job.job_fit_error = ""
                 job.enqueue_message = ""
             job.podgroup = podgroup.clone()

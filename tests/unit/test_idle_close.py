@@ -329,3 +329,27 @@ def test_drf_shares_on_demand_order_jobs_as_shares_at_open(seed: int) -> None:
     for uid in uids:
         assert lazy.share(uid) == eager.share(uid)
         assert lazy.allocation(uid) == eager.allocation(uid)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32))
+def test_gang_validity_shortcut_matches_counting(seed: int) -> None:
+    """Gang's ``job_valid`` (Volcano's ``gang.validJobFn``) with and without the shortcut for
+    jobs whose tasks all run gives the same verdict."""
+    rng = random.Random(seed)
+    jobs = _random_jobs(rng, ["q1"])
+    plugin = Gang(NoArgs())
+    for job in jobs.values():
+        if rng.random() < 0.6:
+            for task in list(job.tasks.values()):
+                job.update_task_status(task, TaskStatus.RUNNING)
+        job.min_available = rng.randint(0, 5)
+        if rng.random() < 0.2:
+            job.podgroup.min_task_member = {"worker": rng.randint(0, 3)}
+        verdict = plugin.job_valid(job)
+        original = gang_module._running_gang
+        gang_module._running_gang = lambda job: False  # type: ignore[assignment]
+        try:
+            assert verdict == plugin.job_valid(job)
+        finally:
+            gang_module._running_gang = original
