@@ -6,7 +6,7 @@ node names carry a seeded random rank prefix (``0042-<sn>``), as the FGD paper's
 renames its nodes, so the node table's order is the run's shuffled order. Each pod of the
 run's workload (:func:`scheduler.replay.trace.generate_workload`) becomes a Pod asking for
 ``koordinator.sh/gpu-core`` and ``gpu-memory-ratio`` (``gpu_milli`` / 10 per card, 100 per
-whole card), CPU and memory, with a required node affinity on the card model when the trace
+whole card), CPU and memory, with a required node affinity on the card model when a GPU pod
 names ``gpu_spec``. Pods arrive one at a time; each gets one scheduling cycle (snapshot →
 session → allocate → deviceshare → statement → binder), and a pod the cycle did not bind is
 deleted: failures are never retried and no pod ever leaves.
@@ -115,7 +115,7 @@ def _pod_objects(index: int, pod: TracePod) -> list[dict[str, Any]]:
         "schedulerName": "volcano",
         "containers": [{"name": "main", "image": "trace",
                         "resources": {"requests": requests, "limits": dict(requests)}}]}
-    if pod.gpu_spec:
+    if pod.gpu_spec and pod.num_gpu:  # a CPU-only pod takes no card, so any model will do
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": LABEL_GPU_MODEL, "operator": "In", "values": sorted(pod.gpu_spec)}]}]}}}
