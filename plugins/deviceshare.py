@@ -135,6 +135,19 @@ def _check_placement(args: DeviceShareArgs) -> None:
     if args.finegrained_policy == "fgd" and target is None:
         raise ArgumentError(_OWNER, "deviceshare.FineGrainedTargetWorkload",
                             "a non-empty target workload with FineGrainedPolicy fgd", "[]")
+    # Our keys only act together; a key that would change nothing is refused, not ignored.
+    if args.finegrained_policy and not args.finegrained:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedPolicy",
+                            "used with deviceshare.FineGrainedDeviceEnable: true",
+                            args.finegrained_policy)
+    if target is not None and args.finegrained_policy != "fgd":
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedTargetWorkload",
+                            "used with deviceshare.FineGrainedPolicy: fgd",
+                            f"{len(args.finegrained_target)} entries")
+    if args.finegrained_tie_break != "random" and not args.finegrained_policy:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedTieBreak",
+                            "used with deviceshare.FineGrainedPolicy",
+                            args.finegrained_tie_break)
 
 
 def _check_finegrained(args: DeviceShareArgs) -> None:

@@ -78,12 +78,24 @@ def test_random_policy_places_every_fitting_pod() -> None:
                  id="unknown-tie-break"),
     pytest.param({"FineGrainedTargetWorkload": [{"cpu": 1000, "gpuMilli": 500, "gpus": 2}]},
                  "deviceshare.FineGrainedTargetWorkload", id="shared-multi-card-shape"),
+    pytest.param({"FineGrainedPolicy": "bestfit",
+                  "FineGrainedTargetWorkload": [{"cpu": 1000, "gpuMilli": 500, "gpus": 1}]},
+                 "deviceshare.FineGrainedTargetWorkload", id="target-without-fgd"),
+    pytest.param({"FineGrainedTieBreak": "first"}, "deviceshare.FineGrainedTieBreak",
+                 id="tie-break-without-policy"),
 ])
 def test_bad_placement_arguments_are_errors_naming_the_key(extra: dict[str, object],
                                                            key: str) -> None:
     text = finegrained_conf().rstrip("}\n") + ", " + ", ".join(
         f"deviceshare.{k}: {json.dumps(v)}" for k, v in extra.items()) + "}}\n"
     with pytest.raises((ConfError, ValueError), match=key):
+        parse_conf(text)
+
+
+def test_policy_without_the_family_is_an_error() -> None:
+    text = "actions: allocate\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments: " \
+           "{deviceshare.FineGrainedPolicy: bestfit}\n"
+    with pytest.raises((ConfError, ValueError), match="FineGrainedDeviceEnable"):
         parse_conf(text)
 
 
