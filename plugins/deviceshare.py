@@ -140,6 +140,9 @@ def _check_placement(args: DeviceShareArgs) -> None:
         raise ArgumentError(_OWNER, "deviceshare.FineGrainedPolicy",
                             "used with deviceshare.FineGrainedDeviceEnable: true",
                             args.finegrained_policy)
+    if args.finegrained_policy and args.weight == 0:
+        raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight",
+                            "above 0 with deviceshare.FineGrainedPolicy (0 scores nothing)", 0)
     if target is not None and args.finegrained_policy != "fgd":
         raise ArgumentError(_OWNER, "deviceshare.FineGrainedTargetWorkload",
                             "used with deviceshare.FineGrainedPolicy: fgd",

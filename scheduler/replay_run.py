@@ -19,6 +19,7 @@ checks that the scheduler never gives out more than a card has.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -136,8 +137,6 @@ def run_replay(
     progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     """Replay one (trace, policy, seed) through the scheduler; see the module docstring."""
-    import time
-
     rng = random.Random(seed)
     capacity = sum(n.gpus for n in nodes) * MILLI
     work = generate_workload(pods, capacity_gpu_milli=capacity, tune=tune, rng=rng)
