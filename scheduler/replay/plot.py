@@ -66,8 +66,12 @@ def draw_panels(pyplot: Any, curves: list[RunCurve], paper: PaperCurves) -> Any:
         axis.set_title(trace)
         axis.set_xlabel("arrived workload (% of GPU capacity)")
         axis.set_ylabel("unallocated GPU (%)")
-        axis.set_xlim(max(0, top - 50), top)
-        axis.set_ylim(0, 30)
+        low = max(0, top - 50)
+        shown = [v for (name, _), curve in medians.items() if name == trace
+                 for level, v in curve.items() if level >= low]
+        axis.set_xlim(low, max(top, low + 1))
+        # Full runs end near 5-20 % unallocated; a short run (--limit) sits near 100 %.
+        axis.set_ylim(0, min(100.0, max(10.0, max(shown, default=0.0) * 1.1)))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     for index in range(len(traces), rows * columns):
