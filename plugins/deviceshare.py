@@ -37,6 +37,11 @@ from scheduler.api.devices.base import (
     config_from_args,
     lock_owner,
 )
+from scheduler.api.devices.finegrained.placement import (
+    PLACEMENT_POLICIES,
+    TIE_BREAKS,
+    parse_target_workload,
+)
 from scheduler.api.devices.names import PROFILES
 from scheduler.api.devices.nodelock import LOCK_TTL, lock_problem
 from scheduler.api.devices.registry import enabled_families
@@ -85,6 +90,10 @@ class DeviceShareArgs:
         "deviceshare.FineGrainedShareUnsupportedModels", ())
     """Koordinator's ``GPUShareUnsupportedModels``: ``{vendor, model}`` of nodes whose GPUs
     must not be shared."""
+    finegrained_policy: str = arg("deviceshare.FineGrainedPolicy", "")
+    """Ours: a placement policy of the FGD paper for node score and card choice."""
+    finegrained_tie_break: str = arg("deviceshare.FineGrainedTieBreak", "random")
+    finegrained_target: tuple[Any, ...] = arg("deviceshare.FineGrainedTargetWorkload", ())
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -110,7 +119,42 @@ class DeviceShareArgs:
                 "deviceshare.GPUNumberEnable with deviceshare.VGPUEnable)")
 
 
+def _check_placement(args: DeviceShareArgs) -> None:
+    if args.finegrained_policy and args.finegrained_policy not in PLACEMENT_POLICIES:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedPolicy",
+                            ", ".join(PLACEMENT_POLICIES) + " or empty (unset)",
+                            args.finegrained_policy)
+    if args.finegrained_tie_break not in TIE_BREAKS:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedTieBreak",
+                            " or ".join(TIE_BREAKS), args.finegrained_tie_break)
+    try:
+        target = parse_target_workload(args.finegrained_target)
+    except ValueError as exc:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedTargetWorkload",
+                            "a list of {cpu, gpuMilli, gpus, models, count}", str(exc)) from None
+    if args.finegrained_policy == "fgd" and target is None:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedTargetWorkload",
+                            "a non-empty target workload with FineGrainedPolicy fgd", "[]")
+    # Our keys only act together; a key that would change nothing is refused, not ignored.
+    if args.finegrained_policy and not args.finegrained:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedPolicy",
+                            "used with deviceshare.FineGrainedDeviceEnable: true",
+                            args.finegrained_policy)
+    if args.finegrained_policy and args.weight == 0:
+        raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight",
+                            "above 0 with deviceshare.FineGrainedPolicy (0 scores nothing)", 0)
+    if target is not None and args.finegrained_policy != "fgd":
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedTargetWorkload",
+                            "used with deviceshare.FineGrainedPolicy: fgd",
+                            f"{len(args.finegrained_target)} entries")
+    if args.finegrained_tie_break != "random" and not args.finegrained_policy:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedTieBreak",
+                            "used with deviceshare.FineGrainedPolicy",
+                            args.finegrained_tie_break)
+
+
 def _check_finegrained(args: DeviceShareArgs) -> None:
+    _check_placement(args)
     if args.finegrained_scoring not in ("LeastAllocated", "MostAllocated"):
         raise ArgumentError(_OWNER, "deviceshare.FineGrainedScoring",
                             "LeastAllocated or MostAllocated", args.finegrained_scoring)
@@ -178,10 +222,14 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         self.families = enabled_families(self.config) if self.config.any_enabled else []
         if not self.families:
             return
+        placement = next((getattr(f, "placement", None) for f in self.families
+                          if getattr(f, "placement", None) is not None), None)
         for node in session.node_list:  # the conf may have changed since the ledger was built
             for devices in node.others.values():
                 if hasattr(devices, "policy"):
                     devices.policy = self.config.policy
+                if hasattr(devices, "placement"):
+                    devices.placement = placement
         table = session.table
         columns = [column for family in self.families for column in family.COLUMNS]
         for column in columns:
@@ -274,6 +322,9 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         if self.config.weight == 0:
             return scores
         requests = self._safe_requests(task)
+        placed = self._placement_scores(task, requests, table, candidates)
+        if placed is not None:
+            return placed * self.config.weight
         if not requests:
             return scores
         if all(hasattr(family, "vector_score") for family, _ in requests):
@@ -295,6 +346,21 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         # (getDeviceScore), which decides ties between nearly equal nodes.
         return np.floor(scores + 0.5) * self.config.weight
 
+    def _placement_scores(self, task: TaskInfo, requests: Requests, table: NodeTable,
+                          candidates: IntArray) -> FloatArray | None:
+        """The placement policy's scores when a family has one (``FineGrainedPolicy``) and
+        the pod asks no other family for devices; CPU-only pods are scored too, since where
+        they go decides which cards starve of CPU."""
+        for family in self.families:
+            if getattr(family, "placement", None) is None:
+                continue
+            if any(other is not family for other, _ in requests):
+                return None
+            request = next((r for f, r in requests if f is family), None)
+            return family.placement_scores(task, request, table,  # type: ignore[attr-defined]
+                                           candidates)
+        return None
+
     # -- allocation -----------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
         if task.status not in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED) or not self.families:
@@ -315,7 +381,10 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                 devices = node.others.get(family.NAME)
                 if devices is None:
                     raise DeviceError(f"node {node.name} has no {family.NAME} devices")
-                annotations = devices.allocate(task, request, now=now)
+                if getattr(devices, "placement", None) is not None:
+                    annotations = devices.allocate(task, request, now=now, node=node)
+                else:
+                    annotations = devices.allocate(task, request, now=now)
                 task.bind_annotations.update(annotations)
                 keys.extend(annotations)
                 lock = family.lock_name(request)

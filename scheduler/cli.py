@@ -22,6 +22,7 @@ from scheduler.cluster.kube.run import add_run_arguments, run_main
 from scheduler.cluster.manifests import ManifestError, load_manifests
 from scheduler.conf import ConfError, SchedulerConf, load_conf
 from scheduler.inspect import add_inspect_arguments
+from scheduler.replay_cli import add_replay_arguments
 from scheduler.report import render_table, write_list
 from scheduler.simulate import run_simulation
 
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("conf", nargs="?", help="conf file (default: the built-in conf)")
     check.set_defaults(func=_conf_check)
     add_inspect_arguments(sub)
+    add_replay_arguments(sub)
     from scheduler.inspect_devices import add_inspect_devices
     from scheduler.nodeagent.cli import add_device_arguments
 

@@ -24,6 +24,9 @@ MAX_SCORE = 100
 
 
 def _score_of(delta: np.ndarray) -> np.ndarray:
+    # Fragments are sums of float products; a placement that changes nothing must give a
+    # change of exactly 0 (score 50), not ±1e-13, so the change is rounded to 1e-6 milli.
+    delta = np.round(delta, 6)
     return np.floor(MAX_SCORE / (1.0 + np.exp(-delta / 1000.0))).astype(np.int64)
 
 
@@ -40,7 +43,7 @@ def fgd_scores(cache: FragmentCache, pod: PodShape, nodes: np.ndarray) -> np.nda
     cache.refresh()
     nodes = np.asarray(nodes, dtype=np.int64)
     # One evaluation per node kind; every node of a kind gets the same score.
-    _, first, inverse = np.unique(cache.kind[nodes], return_index=True, return_inverse=True)
+    first, inverse = cache.kinds(nodes)
     sample = nodes[first]
     before = cache.per_node[sample]
     if not pod.is_share:

@@ -157,7 +157,9 @@ def _fragment(
     if target.memory is not None:
         usable &= mem[:, None] >= target.memory
     per_shape = np.where(usable, small, idle[:, None])
-    return np.asarray(per_shape @ target.prob, dtype=np.float64)
+    # A row-wise sum (not a matrix product, whose BLAS kernels add in an order that depends
+    # on the number of rows) gives a node the same figure however many rows are computed.
+    return np.asarray((per_shape * target.prob).sum(axis=1), dtype=np.float64)
 
 
 def fragment_of_nodes(states: NodeStates, target: TargetWorkload) -> np.ndarray:
@@ -171,8 +173,7 @@ def fragment_of_nodes(states: NodeStates, target: TargetWorkload) -> np.ndarray:
 class FragmentCache:
     """Per-node fragment terms of ``states`` against ``target``, refreshed by node version."""
 
-    __slots__ = ("_access", "_fits", "_fragment", "_kinds", "_small", "_version", "kind",
-                 "states", "target")
+    __slots__ = ("_access", "_fits", "_fragment", "_small", "_version", "states", "target")
 
     def __init__(self, states: NodeStates, target: TargetWorkload) -> None:
         self.states = states
@@ -183,10 +184,6 @@ class FragmentCache:
         self._fits = np.zeros((n, k), dtype=np.int64)
         self._fragment = np.zeros(n, dtype=np.float64)
         self._version = np.full(n, -1, dtype=np.int64)
-        self._kinds: dict[tuple[int, int, int, tuple[int, ...]], int] = {}
-        self.kind = np.zeros(n, dtype=np.int64)
-        """Nodes of one kind (model, free CPU, free milli per card in any order) share every
-        fragment figure, before and after any placement; scorers compute once per kind."""
         self.refresh()
 
     def refresh(self) -> None:
@@ -203,12 +200,20 @@ class FragmentCache:
             mem=states.mem_free[rows], access=self._node_access(rows), target=self.target,
         )
         self._version[rows] = states.version[rows]
-        # Free memory splits kinds only when the target looks at it.
-        memory = states.mem_free if self.target.memory is not None else np.zeros(len(states))
-        for row in rows.tolist():
-            key = (int(states.model[row]), int(states.cpu_free[row]), int(memory[row]),
-                   tuple(sorted(states.gpu_free[row].tolist())))
-            self.kind[row] = self._kinds.setdefault(key, len(self._kinds))
+
+    def kinds(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first, inverse) over ``nodes`` grouped by kind: nodes of one kind (card model,
+        free CPU, free milli per card in any order, and free memory when the target looks
+        at it) share every fragment figure, before and after any placement, so scorers
+        compute once per kind (``nodes[first]``) and spread with ``inverse``."""
+        states = self.states
+        parts = [states.model[nodes, None], states.cpu_free[nodes, None],
+                 np.sort(states.gpu_free[nodes], axis=1)]
+        if self.target.memory is not None:
+            parts.append(states.mem_free[nodes, None])
+        _, first, inverse = np.unique(np.concatenate(parts, axis=1), axis=0,
+                                      return_index=True, return_inverse=True)
+        return first, inverse.reshape(-1)
 
     def _node_access(self, rows: np.ndarray) -> np.ndarray:
         return self._access[:, self.states.model[rows]].T

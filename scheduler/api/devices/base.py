@@ -73,6 +73,12 @@ class DeviceConfig:
     """Scored resource → weight; empty means Koordinator's defaults."""
     finegrained_unsupported: tuple[tuple[str, str], ...] = ()
     """(vendor, model) of nodes whose GPUs are never shared."""
+    finegrained_policy: str = ""
+    """A placement policy of the FGD paper scoring nodes and cards; empty: Koordinator's."""
+    finegrained_tie_break: str = "random"
+    """``first``: equal scores go to the first node of the node table; ``random``: Volcano."""
+    finegrained_target: tuple[Any, ...] = ()
+    """The target workload of ``fgd``: ``{cpu, gpuMilli, gpus, models, count}`` entries."""
 
     @property
     def names(self) -> VGpuNames:
@@ -104,6 +110,9 @@ def config_from_args(*args: Any) -> DeviceConfig:
         finegrained_scoring=first("finegrained_scoring", "LeastAllocated"),
         finegrained_weights=tuple(first("finegrained_weights", ())),
         finegrained_unsupported=tuple(first("finegrained_unsupported", ())),
+        finegrained_policy=first("finegrained_policy", ""),
+        finegrained_tie_break=first("finegrained_tie_break", "random"),
+        finegrained_target=tuple(first("finegrained_target", ())),
     )
 
 

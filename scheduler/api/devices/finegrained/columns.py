@@ -57,6 +57,9 @@ COLUMNS: tuple[str, ...] = (
     *(f"{_P}{kind}{i}.{dim}" for kind in (TYPE_RDMA, TYPE_FPGA) for i in range(SLOTS[kind])
       for dim in ("free", "vfs")),
     *(f"{_P}total.{name}" for name in _SCORED), *(f"{_P}free.{name}" for name in _SCORED),
+    # GPU pods on the node by kind (0: sharing one card, k: k whole cards), which the
+    # clustering placement policy reads.
+    *(f"{_P}kind{k}" for k in range(GPU_SLOTS + 1)),
 )
 _INDEX = {name: i for i, name in enumerate(COLUMNS)}
 
@@ -128,6 +131,11 @@ def summary(ledger: Ledger | None, honor: bool, isolation: str = "",
                 row[_INDEX[f"{_P}{kind}{slot}.vfs"]] = sum(1 for vf in device.vfs
                                                            if vf.bus_id not in used_vfs)
     row[_INDEX[col("overflow")]] = float(overflow)
+    for allocation in ledger.holders.values():
+        picks = allocation.get(TYPE_GPU, ())
+        if picks:
+            shared = len(picks) == 1 and picks[0].resources.get(GPU_CORE, 100) < 100
+            row[_INDEX[col(f"kind{0 if shared else min(len(picks), GPU_SLOTS)}")]] += 1
     for name in _SCORED:
         row[_INDEX[f"{_P}total.{name}"]] = totals[name]
         row[_INDEX[f"{_P}free.{name}"]] = frees[name]

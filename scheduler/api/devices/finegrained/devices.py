@@ -39,6 +39,7 @@ from scheduler.api.devices.finegrained.names import (
     GPU_MINORS,
     TYPE_GPU,
 )
+from scheduler.api.devices.finegrained.placement import Placement, placement_picks
 from scheduler.api.devices.finegrained.plan import (
     ISOLATION_REASON,
     SHARE_UNSUPPORTED_REASON,
@@ -46,6 +47,7 @@ from scheduler.api.devices.finegrained.plan import (
     PodDeviceRequest,
     plan,
 )
+from scheduler.api.node import NodeInfo
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 
@@ -139,6 +141,10 @@ class FineGrainedDevices:
     """The Node's ``koordinator.sh/gpu-isolation-provider`` label."""
     share_blocked: bool = False
     """The Node's GPU vendor/model is in ``FineGrainedShareUnsupportedModels``."""
+    placement: Placement | None = None
+    """``FineGrainedPolicy``: the policy that picks a plain GPU request's cards."""
+    gpu_model: str = ""
+    """The Node's ``node.koordinator.sh/gpu-model`` label (the placement policy's model)."""
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -205,12 +211,17 @@ class FineGrainedDevices:
             self.memo.put(key, request, fit)
         return fit
 
-    def allocate(self, task: TaskInfo, request: PodDeviceRequest, *, now: float
-                 ) -> dict[str, str]:
+    def allocate(self, task: TaskInfo, request: PodDeviceRequest, *, now: float,
+                 node: NodeInfo | None = None) -> dict[str, str]:
         if self.ledger is None:
             return {}
         self.sub_task(task)
-        result = self._plan(request, self._key(request))
+        result: Allocation | str | None = None
+        if self.placement is not None and node is not None:
+            result = placement_picks(self.placement, ledger=self.ledger, request=request,
+                                     task=task, node=node, gpu_model=self.gpu_model)
+        if result is None:
+            result = self._plan(request, self._key(request))
         if isinstance(result, str):
             raise DeviceError(f"node {self.node_name}: {result}")
         self.ledger.charge(str(task.uid), result,
@@ -270,7 +281,8 @@ class FineGrainedDevices:
                                   scoring=self.scoring, reporter=self.reporter,
                                   policy=self.policy, topology=self.topology,
                                   memo=self.memo, shape=self.shape, isolation=self.isolation,
-                                  share_blocked=self.share_blocked)
+                                  share_blocked=self.share_blocked,
+                                  placement=self.placement, gpu_model=self.gpu_model)
 
     def charge_checkpoints(self) -> None:
         """Charge the GPUs kubelet handed out on its own (Device object checkpoints)."""

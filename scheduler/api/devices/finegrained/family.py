@@ -45,6 +45,12 @@ from scheduler.api.devices.finegrained.names import (
     PARTITION_SPEC,
     TYPE_GPU,
 )
+from scheduler.api.devices.finegrained.placement import (
+    Placement,
+    node_pod_shape,
+    parse_target_workload,
+    placement_scores,
+)
 from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest
 from scheduler.api.devices.finegrained.request import (
     apply_hint,
@@ -77,6 +83,8 @@ class FineGrainedFamily:
     reporter: Reporter
     memo: FitMemo = field(default_factory=FitMemo)
     scoring: Scoring = field(init=False)
+    placement: Placement | None = field(init=False)
+    """The FGD paper's placement policy when ``FineGrainedPolicy`` names one."""
     last_specs: dict[str, NodeDeviceSpec] = field(default_factory=dict)
     """The last Device object seen per node (a deleted one leaves its devices unhealthy)."""
     NAME: ClassVar[str] = NAME
@@ -84,6 +92,12 @@ class FineGrainedFamily:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scoring", scoring_of(self.config))
+        placement = None
+        if self.config.finegrained_policy:
+            placement = Placement(self.config.finegrained_policy,
+                                  tie_break=self.config.finegrained_tie_break,
+                                  target=parse_target_workload(self.config.finegrained_target))
+        object.__setattr__(self, "placement", placement)
 
     # -- nodes ----------------------------------------------------------------------------
     def build(self, node: NodeInfo, device_object: Mapping[str, Any] | None = None
@@ -110,7 +124,9 @@ class FineGrainedFamily:
                                      topology=topology, memo=self.memo,
                                      shape=self.memo.shape_id(spec, topology),
                                      isolation=node.labels.get(ISOLATION_LABEL, ""),
-                                     share_blocked=self._share_blocked(node))
+                                     share_blocked=self._share_blocked(node),
+                                     placement=self.placement,
+                                     gpu_model=node.labels.get(LABEL_GPU_MODEL, ""))
         devices.charge_checkpoints()
         return devices
 
@@ -185,6 +201,12 @@ class FineGrainedFamily:
         raw = vector_score(request, columns, rows, self.scoring)
         best = raw.max() if len(raw) else 0.0
         return raw * 100 // best if best > 0 else raw
+
+    def placement_scores(self, task: TaskInfo, request: PodDeviceRequest | None, table: Any,
+                         rows: np.ndarray) -> np.ndarray:
+        """The placement policy's node scores of ``rows`` (see :mod:`.placement`)."""
+        assert self.placement is not None
+        return placement_scores(self.placement, node_pod_shape(task, request), table, rows)
 
     def lock_name(self, request: PodDeviceRequest) -> str | None:
         return None  # Koordinator binds without a node lock

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Replays every pod list of ../shared/traces/alibaba-gpu-v2023/ with every placement policy and
+# seeds 42-51 through `lahar replay`, on all of the machine's cores, and writes the summary as
+# Markdown (summary.md) beside the per-trace PNGs.
+#
+#   hack/replay_all.sh [OUT_DIR]            (default: replay-results)
+#   TRACES=default,cpu050 POLICIES=fgd SEEDS=42-43 hack/replay_all.sh
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-replay-results}"
+traces_dir="${TRACES_DIR:-${root}/../shared/traces}"
+policies="${POLICIES:-random,dotprod,clustering,packing,bestfit,fgd}"
+seeds="${SEEDS:-42-51}"
+jobs="${JOBS:-$(nproc)}"
+
+if [[ ! -d "${traces_dir}/alibaba-gpu-v2023" ]]; then
+  echo "error: ${traces_dir}/alibaba-gpu-v2023 not found (set TRACES_DIR)" >&2
+  exit 2
+fi
+
+if [[ -n "${TRACES:-}" ]]; then
+  IFS=, read -r -a traces <<< "${TRACES}"
+else
+  traces=()
+  for csv in "${traces_dir}"/alibaba-gpu-v2023/openb_pod_list_*.csv; do
+    name="$(basename "${csv}" .csv)"
+    traces+=("${name#openb_pod_list_}")
+  done
+fi
+
+mkdir -p "${out}"
+for trace in "${traces[@]}"; do
+  echo "== ${trace}" >&2
+  python -m scheduler replay --trace "${trace}" --policy "${policies}" --seeds "${seeds}" \
+    --jobs "${jobs}" --out "${out}/${trace}" --traces-dir "${traces_dir}"
+done
+
+python - "${out}" "${traces_dir}" "${traces[@]}" > "${out}/summary.md" <<'PY'
+import sys
+from pathlib import Path
+
+from scheduler.replay.metrics import paper_unallocated, read_paper_allocation, read_run_csv
+from scheduler.replay.metrics import summarize
+
+out, traces_dir, traces = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+paper_csv = traces_dir / "fgd-results" / "analysis_allo_discrete.csv"
+paper = read_paper_allocation(paper_csv) if paper_csv.is_file() else {}
+print("| trace | policy | seeds | 95 % | 100 % | 110 % | 130 % |")
+print("|---|---|---|---|---|---|---|")
+for trace in traces:
+    curves = [read_run_csv(p) for p in sorted((out / trace).glob("*.csv"))
+              if p.name != "summary.csv"]
+    rows = summarize(curves)
+    for policy in sorted({r.policy for r in rows}):
+        cells, seeds = [], 0
+        for level in (95, 100, 110, 130):
+            row = next((r for r in rows if r.policy == policy and r.arrived_pct == level), None)
+            theirs = paper_unallocated(paper, trace=trace, policy=policy, level=level)
+            ours = f"{row.unallocated_pct_median:.2f}" if row else "–"
+            seeds = max(seeds, row.seeds if row else 0)
+            cells.append(ours + (f" ({theirs:.2f})" if theirs is not None else ""))
+        print(f"| {trace} | {policy} | {seeds} | " + " | ".join(cells) + " |")
+PY
+echo "wrote ${out}/summary.md" >&2

@@ -1,0 +1,215 @@
+"""Fragmentation-aware placement for the fine-grained GPU family (``FineGrainedPolicy``).
+
+With a policy named, the family scores nodes and picks a shared pod's card with the placement
+policies of the FGD paper (Weng et al., USENIX ATC'23) instead of Koordinator's
+LeastAllocated / MostAllocated: ``random``, ``dotprod``, ``clustering``, ``packing``,
+``bestfit`` and ``fgd`` (:mod:`scheduler.replay.policies`). The policies read a few numbers
+per node — free milli of every card, free CPU and memory, card model, the kinds of GPU pods
+it hosts — which come from the family's node-table columns and the node table's idle columns,
+so a pod is scored over all candidates with array operations only.
+
+``fgd`` needs the *target workload*, the pod shapes the cluster expects with their counts
+(``deviceshare.FineGrainedTargetWorkload``); the most frequent shapes covering 95 % of the
+count are kept, as in the paper.
+
+Tie-break ``first`` (``deviceshare.FineGrainedTieBreak``) adds to every candidate's device
+score less than one point, decreasing with the node's row in the node table, so that among
+nodes with equal scores the first one wins instead of a uniform draw. This reproduces the
+paper's simulator, which renames nodes with a seeded random prefix and takes the first best;
+with uniform draws CPU-only pods spread over every node and FGD leaves about twice the
+unallocated GPU (``docs/replay.md``). The default ``random`` leaves Volcano's tie-break.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scheduler.api.devices.finegrained.allocator import fits
+from scheduler.api.devices.finegrained.columns import GPU_SLOTS
+from scheduler.api.devices.finegrained.ledger import Allocation, Ledger, Pick
+from scheduler.api.devices.finegrained.names import (
+    GPU_CORE,
+    GPU_MEMORY_RATIO,
+    LABEL_GPU_MODEL,
+    TYPE_GPU,
+)
+from scheduler.api.resource import CPU, MEMORY
+from scheduler.replay.frag import ShapeKey, TargetWorkload
+from scheduler.replay.policies import make_policy
+from scheduler.replay.state import MILLI, NodeStates, PodShape
+
+__all__ = [
+    "KIND_SLOTS",
+    "PLACEMENT_POLICIES",
+    "TIE_BREAKS",
+    "Placement",
+    "node_pod_shape",
+    "parse_target_workload",
+    "placement_picks",
+    "placement_scores",
+]
+
+PLACEMENT_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+TIE_BREAKS = ("random", "first")
+KIND_SLOTS = 9
+"""Columns counting the GPU pods on a node by kind: 0 card-sharing pods, k pods of k cards."""
+_MIB = 1 << 20
+_P = "finegrained."
+_CORE_TO_MILLI = MILLI // 100
+
+
+def parse_target_workload(entries: Sequence[Any]) -> TargetWorkload | None:
+    """``[{cpu: <milli>, gpuMilli: <per card>, gpus: <cards>, models: "A|B", count: <n>}]``.
+
+    Raises ``ValueError`` naming the entry when one is malformed; None for an empty list.
+    """
+    counts: dict[ShapeKey, float] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"entry {entry!r} is not a mapping")
+        try:
+            cpu = int(entry.get("cpu", 0))
+            milli = int(entry.get("gpuMilli", 0))
+            gpus = int(entry.get("gpus", 0))
+            count = float(entry.get("count", 1))
+        except (TypeError, ValueError):
+            raise ValueError(f"entry {dict(entry)!r} has a non-numeric field") from None
+        models = entry.get("models", "")
+        if not isinstance(models, str):
+            raise ValueError(f"entry {dict(entry)!r}: models must be a string like 'A|B'")
+        if cpu < 0 or not 0 <= milli <= MILLI or gpus < 0 or count <= 0 or (
+                gpus > 1 and milli != MILLI) or (gpus == 0) != (milli == 0):
+            raise ValueError(f"entry {dict(entry)!r} is not a valid pod shape")
+        key = ShapeKey(cpu, milli, gpus, models)
+        counts[key] = counts.get(key, 0.0) + count
+    return TargetWorkload.from_counts(counts) if counts else None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A named policy and how it breaks ties, for one scheduling session."""
+
+    policy: str
+    tie_break: str = "random"
+    target: TargetWorkload | None = None
+    seed: int = 0
+
+    def node_scores(self, *, pod: PodShape, gpu_free: np.ndarray, gpu_count: np.ndarray,
+                    cpu_free: np.ndarray,
+                    mem_bytes: np.ndarray, model: np.ndarray, models: tuple[str, ...],
+                    kinds: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(C,) scores 0–100 (plus the tie-break fraction) of candidate ``rows``.
+
+        The arrays are per candidate: free core percent per card slot (C, G), cards, free
+        milli-CPU,
+        free memory bytes, card-model code (index into ``models``, -1 none), pod kinds (C, 9).
+        """
+        states = _states(gpu_free=gpu_free, gpu_count=gpu_count, cpu_free=cpu_free,
+                         mem_bytes=mem_bytes,
+                         model=model, models=models, kinds=kinds)
+        policy = make_policy(self.policy, states, rng=self._rng(pod, rows),
+                             target=self.target)
+        scores = policy.score(pod, np.arange(len(rows))).astype(float)
+        if self.tie_break == "first" and len(rows):
+            scores += 0.5 * (1.0 - rows / (rows.max() + 1.0))
+        return scores
+
+    def card(self, *, pod: PodShape, gpu_free: np.ndarray, cpu_free: int, mem_bytes: int,
+             model: int, models: tuple[str, ...], kinds: np.ndarray) -> tuple[int, ...]:
+        """The card slots the policy gives ``pod`` on one node; ``gpu_free`` holds the free
+        core percent of each of its cards."""
+        states = _states(gpu_free=gpu_free[None, :], gpu_count=np.array([len(gpu_free)]),
+                         cpu_free=np.array([cpu_free]),
+                         mem_bytes=np.array([mem_bytes]), model=np.array([model]),
+                         models=models, kinds=kinds[None, :])
+        policy = make_policy(self.policy, states, rng=self._rng(pod, np.array([model])),
+                             target=self.target)
+        return policy.choose_cards(pod, 0)
+
+    def _rng(self, pod: PodShape, rows: np.ndarray) -> random.Random:
+        # Deterministic per (seed, pod, candidates), also across processes: a session keeps
+        # no random state from one cycle to the next.
+        total = int(rows.sum()) if len(rows) else 0
+        return random.Random(f"{self.seed}:{pod.cpu_milli}:{pod.gpu_milli}:{pod.num_gpu}:"
+                             f"{len(rows)}:{total}")
+
+
+def _states(*, gpu_free: np.ndarray, gpu_count: np.ndarray, cpu_free: np.ndarray,
+            mem_bytes: np.ndarray, model: np.ndarray, models: tuple[str, ...],
+            kinds: np.ndarray) -> NodeStates:
+    return NodeStates(
+        gpu_free=np.asarray(gpu_free, dtype=np.int64) * _CORE_TO_MILLI,
+        gpu_count=np.asarray(gpu_count, dtype=np.int64),
+        cpu_free=np.asarray(cpu_free, dtype=np.int64),
+        mem_free=np.asarray(mem_bytes, dtype=np.int64) // _MIB,
+        model=np.asarray(model, dtype=np.int64),
+        models=models,
+        tags=np.asarray(kinds, dtype=np.int64),
+    )
+
+
+def node_pod_shape(task: Any, request: Any) -> PodShape:
+    """What a placement policy sees of a pod: CPU, memory, and its GPU request as milli per
+    card (``koordinator.sh/gpu-core`` percent × 10, the memory ratio when no core is asked)."""
+    cpu = int(task.resreq.milli_cpu)
+    memory = int(task.resreq.memory) // _MIB
+    gpu = request.types.get(TYPE_GPU) if request is not None else None
+    if gpu is None:
+        return PodShape(cpu_milli=cpu, memory_mib=memory)
+    percent = gpu.per_device.get(GPU_CORE, gpu.per_device.get(GPU_MEMORY_RATIO, 100))
+    milli = min(int(percent) * _CORE_TO_MILLI, MILLI) if gpu.shared else MILLI
+    return PodShape(cpu_milli=cpu, memory_mib=memory, num_gpu=int(gpu.count), gpu_milli=milli)
+
+
+def placement_scores(placement: Placement, pod: PodShape, table: Any,
+                     rows: np.ndarray) -> np.ndarray:
+    """Scores of candidate ``rows`` of the session's node table, from its columns."""
+    columns = table.columns
+    gpu_free = np.stack([columns[f"{_P}gpu{i}.core"][rows] for i in range(GPU_SLOTS)], axis=1)
+    gpu_count = columns[f"{_P}total.{GPU_CORE}"][rows] // 100
+    kinds = np.stack([columns[f"{_P}kind{k}"][rows] for k in range(KIND_SLOTS)], axis=1)
+    codes, mapping = table.label_codes(LABEL_GPU_MODEL)
+    models = tuple(sorted(mapping, key=mapping.__getitem__))
+    return placement.node_scores(
+        pod=pod, gpu_free=gpu_free, gpu_count=gpu_count,
+        cpu_free=table.idle[rows, table.dim_index[CPU]],
+        mem_bytes=table.idle[rows, table.dim_index[MEMORY]],
+        model=codes[rows], models=models, kinds=kinds, rows=np.asarray(rows))
+
+
+def placement_picks(placement: Placement, *, ledger: Ledger, request: Any, task: Any,
+                    node: Any, gpu_model: str) -> Allocation | None:
+    """The GPUs the policy gives a plain GPU request on ``node`` (the policy's card choice:
+    best fit, random or FGD for a shared card, the lowest fully free cards for whole ones);
+    None when the request is not a plain GPU request (hints, joint, other types), which
+    keeps Koordinator's allocator."""
+    gpu = request.types.get(TYPE_GPU)
+    if gpu is None or len(request.types) != 1 or request.hints or request.joint is not None \
+            or request.partition_spec is not None or gpu.apply_for_all:
+        return None
+    cards = [d for d in ledger.by_type.get(TYPE_GPU, ()) if d.total]
+    free = np.array([ledger.free(TYPE_GPU, d.minor).get(GPU_CORE, 0) for d in cards],
+                    dtype=np.int64)
+    pod = node_pod_shape(task, request)
+    # The session has already taken the pod's CPU and memory from the node's idle.
+    cpu = int(node.idle.milli_cpu) + pod.cpu_milli
+    memory = int(node.idle.memory) + pod.memory_mib * _MIB
+    try:
+        slots = placement.card(pod=pod, gpu_free=free, cpu_free=cpu, mem_bytes=memory,
+                               model=0 if gpu_model else -1,
+                               models=(gpu_model,) if gpu_model else (),
+                               kinds=np.zeros(KIND_SLOTS, dtype=np.int64))
+    except ValueError:
+        return None  # the columns and the ledger disagree: let the exact allocator decide
+    picks = []
+    for slot in slots:
+        charge = fits(ledger, cards[slot], gpu.per_device)
+        if charge is None:
+            return None
+        picks.append(Pick(cards[slot].minor, charge))
+    return {TYPE_GPU: tuple(picks)}

@@ -1,0 +1,234 @@
+"""``lahar replay``: the FGD paper's trace experiment through Lahar's scheduler.
+
+Runs every (trace, policy, seed) of the command line with :func:`scheduler.replay_run.run_replay`
+(``--jobs`` processes side by side), shows a progress bar on stderr, and writes to ``--out``:
+
+- ``<trace>-<policy>-<seed>.csv`` per run (the paper's metrics by integer arrived %);
+- ``summary.csv``: medians over seeds at 95/100/110/130 % arrived;
+- ``replay.png``: unallocated GPU % against arrived %, one panel per trace, our median curves
+  and, where published, the paper's (``fgd-results/analysis_allo_discrete.csv``) dashed.
+  matplotlib is an optional extra (``pip install 'lahar[replay]'``); without it the PNG is
+  skipped with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from multiprocessing import Manager
+from pathlib import Path
+from typing import Any
+
+from scheduler.api.devices.finegrained.placement import PLACEMENT_POLICIES, TIE_BREAKS
+from scheduler.replay.metrics import (
+    RunCurve,
+    read_paper_allocation,
+    read_run_csv,
+    summarize,
+    write_run_csv,
+    write_summary_csv,
+)
+from scheduler.replay.trace import TraceError, load_nodes, load_pods, resolve_trace, trace_name
+
+__all__ = ["add_replay_arguments", "parse_seeds"]
+
+DEFAULT_TRACES = Path("..") / "shared" / "traces"
+NODE_LIST = "openb_node_list_gpu_node.csv"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51``, ``42,45`` or a mix; raises ``ValueError`` with the offending part."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        low, dash, high = part.partition("-")
+        try:
+            if dash:
+                seeds.extend(range(int(low), int(high) + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ValueError(f"--seeds: {part!r} is not a seed or a range like 42-51") from None
+    if not seeds:
+        raise ValueError("--seeds: no seed given")
+    return seeds
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    pods_csv: str
+    nodes_csv: str
+    trace: str
+    policy: str
+    seed: int
+    tune: float
+    limit: int | None
+    tie_break: str
+    out: str
+
+    @property
+    def csv_path(self) -> Path:
+        return Path(self.out) / f"{self.trace}-{self.policy}-{self.seed}.csv"
+
+
+def _execute(run: _Run, queue: Any = None) -> tuple[str, float]:
+    """One replay in a worker; reports (run id, pods done, pods total) to ``queue``."""
+    from scheduler.replay_run import run_replay
+
+    run_id = run.csv_path.name
+
+    def progress(done: int, total: int) -> None:
+        if queue is not None and (done % 50 == 0 or done == total):
+            queue.put((run_id, done, total))
+
+    result = run_replay(nodes=load_nodes(Path(run.nodes_csv)), pods=load_pods(Path(run.pods_csv)),
+                        policy=run.policy, seed=run.seed, tune=run.tune, limit=run.limit,
+                        tie_break=run.tie_break, progress=progress)
+    last = max((r.arrived_pct for r in result.recorder.buckets()), default=0)
+    write_run_csv(run.csv_path, result.recorder.buckets(last=max(last, 0)), trace=run.trace,
+                  policy=run.policy, seed=run.seed)
+    return str(run.csv_path), result.seconds_per_pod
+
+
+class _Progress:
+    """A one-line bar on stderr over all pods of all runs."""
+
+    def __init__(self, runs: int) -> None:
+        self.runs = runs
+        self.finished = 0
+        self.counts: dict[str, tuple[int, int]] = {}
+        self.started = time.monotonic()
+
+    def update(self, run_id: str, done: int, total: int) -> None:
+        self.counts[run_id] = (done, total)
+        self.draw()
+
+    def draw(self) -> None:
+        done = sum(d for d, _ in self.counts.values())
+        known = [t for _, t in self.counts.values()]
+        # Runs not started yet are assumed as long as the average started one.
+        total = sum(known) + (self.runs - len(known)) * (sum(known) // max(len(known), 1))
+        share = done / total if total else 0.0
+        bar = "#" * int(30 * share)
+        sys.stderr.write(f"\rreplay [{bar:<30}] {100 * share:5.1f}% {self.finished}/{self.runs}"
+                         f" runs, {time.monotonic() - self.started:6.0f}s")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+
+
+def _run_all(runs: list[_Run], jobs: int) -> list[tuple[str, float]]:
+    progress = _Progress(len(runs))
+    results: list[tuple[str, float]] = []
+    if jobs <= 1:
+        class _Direct:
+            def put(self, item: tuple[str, int, int]) -> None:
+                progress.update(*item)
+        for run in runs:
+            results.append(_execute(run, _Direct()))
+            progress.finished += 1
+            progress.draw()
+        progress.close()
+        return results
+    with Manager() as manager, ProcessPoolExecutor(max_workers=jobs) as pool:
+        queue = manager.Queue()
+        pending: set[Future[tuple[str, float]]] = {pool.submit(_execute, r, queue) for r in runs}
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            while not queue.empty():
+                progress.update(*queue.get())
+            for future in finished:
+                results.append(future.result())
+                progress.finished += 1
+            progress.draw()
+    progress.close()
+    return results
+
+
+def _plot(curves: list[RunCurve], *, paper_csv: Path | None, path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install 'lahar[replay]'): replay.png skipped"
+    from scheduler.replay.plot import draw_panels
+
+    paper = read_paper_allocation(paper_csv) if paper_csv is not None else {}
+    figure = draw_panels(plt, curves, paper)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"wrote {path}"
+
+
+def _replay(args: argparse.Namespace) -> int:
+    traces_dir = Path(args.traces_dir)
+    alibaba = traces_dir / "alibaba-gpu-v2023"
+    try:
+        seeds = parse_seeds(args.seeds)
+        policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+        for policy in policies:
+            if policy not in PLACEMENT_POLICIES:
+                raise ValueError(f"--policy: unknown policy {policy!r}; known: "
+                                 f"{', '.join(PLACEMENT_POLICIES)}")
+        traces = [resolve_trace(t, traces_dir=alibaba) for t in args.trace.split(",")]
+        nodes_csv = Path(args.nodes) if args.nodes else alibaba / NODE_LIST
+        load_nodes(nodes_csv)  # fail early on a bad node list
+        for path in traces:
+            load_pods(path)
+    except (ValueError, TraceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [_Run(str(path), str(nodes_csv), trace_name(path), policy, seed, args.tune,
+                 args.limit, args.tie_break, str(out))
+            for path in traces for policy in policies for seed in seeds]
+    results = _run_all(runs, max(1, min(args.jobs, len(runs))))
+    curves = [read_run_csv(Path(path)) for path, _ in sorted(results)]
+    write_summary_csv(out / "summary.csv", summarize(curves))
+    per_pod = sum(s for _, s in results) / len(results)
+    print(f"{len(runs)} run(s); {1000 * per_pod:.1f} ms per pod; wrote {out / 'summary.csv'}")
+    paper_csv = traces_dir / "fgd-results" / "analysis_allo_discrete.csv"
+    print(_plot(curves, paper_csv=paper_csv if paper_csv.is_file() else None,
+                path=out / "replay.png"))
+    return 0
+
+
+def add_replay_arguments(sub: Any) -> None:
+    replay = sub.add_parser(
+        "replay", help="replay an Alibaba GPU trace through the scheduler (FGD paper method)")
+    replay.add_argument("--trace", required=True,
+                        help="trace name(s) (default, cpu050, ...) or pod-list CSVs, "
+                             "comma-separated")
+    replay.add_argument("--nodes", help=f"node-list CSV (default: <traces>/{NODE_LIST})")
+    replay.add_argument("--policy", default="fgd",
+                        help=f"comma-separated of {', '.join(PLACEMENT_POLICIES)} (default fgd)")
+    replay.add_argument("--seeds", default="42", help="seeds, e.g. 42-51 or 42,43 (default 42)")
+    replay.add_argument("--tune", type=float, default=1.3,
+                        help="submit pods up to this × the GPU capacity (default 1.3)")
+    replay.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="runs side by side in processes (default: the machine's cores)")
+    replay.add_argument("--out", default="replay-out", help="output folder (default replay-out)")
+    replay.add_argument("--limit", type=int, help="only the first N pods of each run")
+    replay.add_argument("--tie-break", choices=TIE_BREAKS, default="first",
+                        help="equal scores: first node in the run's node order (the paper's "
+                             "simulator, default) or uniformly drawn (Volcano)")
+    replay.add_argument("--traces-dir", default=str(DEFAULT_TRACES),
+                        help="folder holding alibaba-gpu-v2023/ and fgd-results/ "
+                             "(default ../shared/traces)")
+    replay.set_defaults(func=_replay)
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - via scheduler.cli
+    parser = argparse.ArgumentParser(prog="lahar")
+    add_replay_arguments(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))

@@ -1,0 +1,111 @@
+"""The placement policies as ``deviceshare.FineGrainedPolicy`` through the scheduler.
+
+Small random clusters and pod sequences are replayed twice: through Lahar's scheduling path
+(``scheduler.replay_run``: snapshot, session, allocate, deviceshare, statement, binder) and
+through the test-only reference loop (``tests.replay.checker``), which applies the policy
+functions exactly as the paper's simulator does (``fgd_score.go``' ``Score`` and card choice,
+kube-scheduler's ``selectHost`` with the first best node). Every placement — node and cards —
+must agree, for every deterministic policy.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from scheduler.api.devices.finegrained.placement import parse_target_workload
+from scheduler.conf import ConfError, parse_conf
+from scheduler.replay.trace import TraceNode, TracePod
+from scheduler.replay_run import run_replay
+from tests.devices.finegrained_helpers import finegrained_conf
+from tests.replay.checker import replay
+
+DETERMINISTIC = ("dotprod", "clustering", "packing", "bestfit", "fgd")
+
+
+def _cluster(rng: random.Random) -> tuple[list[TraceNode], list[TracePod]]:
+    nodes = [TraceNode(f"node-{i}", cpu_milli=rng.choice((8000, 32000, 96000)),
+                       memory_mib=rng.choice((65536, 393216)), gpus=rng.choice((1, 2, 4, 8)),
+                       model=rng.choice(("T4", "G2")))
+             for i in range(rng.randint(3, 8))]
+    pods = []
+    for i in range(rng.randint(20, 45)):
+        kind = rng.random()
+        if kind < 0.2:
+            num, milli = 0, 0
+        elif kind < 0.7:
+            num, milli = 1, rng.choice((100, 250, 470, 500, 810))
+        else:
+            num, milli = rng.choice((1, 2, 4)), 1000
+        spec = rng.choice(("", "", "", "T4", "G2|T4"))
+        pods.append(TracePod(f"pod-{i:03d}", cpu_milli=rng.choice((1000, 2000, 6000, 12000)),
+                             memory_mib=rng.choice((1024, 16384, 65536)), num_gpu=num,
+                             gpu_milli=milli,
+                             gpu_spec=frozenset(m for m in spec.split("|") if m),
+                             spec_text=spec))
+    return nodes, pods
+
+
+@pytest.mark.parametrize("policy", DETERMINISTIC)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_scheduler_path_places_like_the_reference_loop(policy: str, seed: int) -> None:
+    nodes, pods = _cluster(random.Random(seed * 101))
+    ours = run_replay(nodes=nodes, pods=pods, policy=policy, seed=seed, tune=0)
+    reference = replay(nodes=nodes, pods=pods, policy=policy, seed=seed, tune=0)
+    assert [(p, n.split("-", 1)[1], c) for p, n, c in ours.placements] == reference.placements
+    assert ours.failed == reference.failed
+    assert ours.failed  # the clusters are small enough that some pods fail
+
+
+def test_random_policy_places_every_fitting_pod() -> None:
+    nodes, pods = _cluster(random.Random(7))
+    ours = run_replay(nodes=nodes, pods=pods, policy="random", seed=7, tune=0)
+    reference = replay(nodes=nodes, pods=pods, policy="random", seed=7, tune=0)
+    # Different random streams, same capacity: only the count of placed pods is comparable,
+    # and it stays close.
+    assert len(ours.placements) + len(ours.failed) == len(pods)
+    assert abs(len(ours.placements) - len(reference.placements)) <= len(pods) // 3
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    pytest.param({"FineGrainedPolicy": "tetris"}, "deviceshare.FineGrainedPolicy",
+                 id="unknown-policy"),
+    pytest.param({"FineGrainedPolicy": "fgd"}, "deviceshare.FineGrainedTargetWorkload",
+                 id="fgd-without-target"),
+    pytest.param({"FineGrainedTieBreak": "last"}, "deviceshare.FineGrainedTieBreak",
+                 id="unknown-tie-break"),
+    pytest.param({"FineGrainedTargetWorkload": [{"cpu": 1000, "gpuMilli": 500, "gpus": 2}]},
+                 "deviceshare.FineGrainedTargetWorkload", id="shared-multi-card-shape"),
+    pytest.param({"FineGrainedPolicy": "bestfit",
+                  "FineGrainedTargetWorkload": [{"cpu": 1000, "gpuMilli": 500, "gpus": 1}]},
+                 "deviceshare.FineGrainedTargetWorkload", id="target-without-fgd"),
+    pytest.param({"FineGrainedTieBreak": "first"}, "deviceshare.FineGrainedTieBreak",
+                 id="tie-break-without-policy"),
+])
+def test_bad_placement_arguments_are_errors_naming_the_key(extra: dict[str, object],
+                                                           key: str) -> None:
+    text = finegrained_conf().rstrip("}\n") + ", " + ", ".join(
+        f"deviceshare.{k}: {json.dumps(v)}" for k, v in extra.items()) + "}}\n"
+    with pytest.raises((ConfError, ValueError), match=key):
+        parse_conf(text)
+
+
+def test_policy_without_the_family_is_an_error() -> None:
+    text = "actions: allocate\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments: " \
+           "{deviceshare.FineGrainedPolicy: bestfit}\n"
+    with pytest.raises((ConfError, ValueError), match="FineGrainedDeviceEnable"):
+        parse_conf(text)
+
+
+def test_target_workload_keeps_the_shapes_covering_95_percent() -> None:
+    target = parse_target_workload([
+        {"cpu": 1000, "gpuMilli": 500, "gpus": 1, "count": 90},
+        {"cpu": 2000, "gpuMilli": 1000, "gpus": 2, "count": 6},
+        {"cpu": 4000, "gpuMilli": 0, "gpus": 0, "count": 4},
+    ])
+    assert target is not None
+    assert len(target) == 2  # 90 + 6 = 96 % ≥ 95 %
+    assert target.prob.tolist() == pytest.approx([90 / 96, 6 / 96])
+    assert parse_target_workload([]) is None

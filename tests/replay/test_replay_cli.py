@@ -1,0 +1,82 @@
+"""``lahar replay`` end to end: the first 500 pods of ``default`` through the scheduler."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from scheduler.cli import main
+from scheduler.replay.trace import load_nodes, load_pods
+from scheduler.replay_cli import parse_seeds
+from tests.replay.checker import replay
+from tests.replay.data import alibaba_dir, traces_dir
+
+# The per-run CSV of `lahar replay --trace default --policy fgd --seeds 42 --limit 500`:
+# 500 pods are about 7 % of the cluster's GPUs, none fails, so every bucket sits on the ideal
+# line, and the fragment measure of the cluster as FGD leaves it.
+EXPECTED = [
+    ["default", "fgd", "42", "0", "99.74", "13.89", "13.93", "0"],
+    ["default", "fgd", "42", "1", "99.00", "13.72", "13.85", "0"],
+    ["default", "fgd", "42", "2", "98.03", "13.59", "13.86", "0"],
+    ["default", "fgd", "42", "3", "97.08", "13.50", "13.90", "0"],
+    ["default", "fgd", "42", "4", "96.02", "13.39", "13.94", "0"],
+    ["default", "fgd", "42", "5", "95.00", "13.30", "14.00", "0"],
+    ["default", "fgd", "42", "6", "94.16", "13.22", "14.04", "0"],
+    ["default", "fgd", "42", "7", "94.16", "13.22", "14.04", "0"],
+]
+
+
+def test_first_500_pods_of_default_give_the_fixed_curve(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = alibaba_dir()
+    out = tmp_path / "out"
+    code = main(["replay", "--trace", "default", "--policy", "fgd", "--seeds", "42",
+                 "--limit", "500", "--jobs", "1", "--out", str(out),
+                 "--traces-dir", str(traces_dir())])
+    assert code == 0
+    with (out / "default-fgd-42.csv").open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["trace", "policy", "seed", "arrived_pct", "unallocated_pct",
+                       "frag_amount_pct", "frag_ratio_pct", "failed_pods"]
+    assert rows[1:] == EXPECTED
+    # The reference loop (the policy functions alone) gives the same curve.
+    reference = replay(nodes=load_nodes(base / "openb_node_list_gpu_node.csv"),
+                       pods=load_pods(base / "openb_pod_list_default.csv"), policy="fgd",
+                       seed=42, limit=500)
+    assert [[f"{r.unallocated_pct:.2f}", f"{r.frag_amount_pct:.2f}"]
+            for r in reference.recorder.buckets()] == [[r[4], r[5]] for r in EXPECTED]
+    assert (out / "summary.csv").read_text().startswith("trace,policy,arrived_pct,seeds,")
+    printed = capsys.readouterr()
+    assert "replay [" in printed.err  # the progress bar
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (out / "replay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        assert "replay.png skipped" in printed.out
+
+
+def test_seed_ranges_and_lists() -> None:
+    assert parse_seeds("42-45") == [42, 43, 44, 45]
+    assert parse_seeds("42,44-45") == [42, 44, 45]
+    with pytest.raises(ValueError, match="'x'"):
+        parse_seeds("42,x")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    pytest.param(["--policy", "tetris"], "unknown policy 'tetris'", id="policy"),
+    pytest.param(["--seeds", "a-b"], "--seeds", id="seeds"),
+    pytest.param(["--trace", "nosuchtrace"], "no trace named 'nosuchtrace'", id="trace"),
+])
+def test_bad_flags_exit_2_naming_the_flag(flags: list[str], message: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["replay", "--trace", "default", "--out", str(tmp_path),
+            "--traces-dir", str(traces_dir())]
+    for i in range(0, len(flags), 2):
+        if flags[i] in argv:
+            argv[argv.index(flags[i]) + 1] = flags[i + 1]
+        else:
+            argv += flags[i:i + 2]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
