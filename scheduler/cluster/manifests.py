@@ -22,6 +22,7 @@ import yaml
 
 from scheduler.api.errors import ObjectError
 from scheduler.api.node import node_from_object
+from scheduler.api.pod import PodParseMemo
 from scheduler.api.podgroup import podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
@@ -101,7 +102,7 @@ def object_key(manifest: Manifest) -> str:
     return f"{manifest.kind} {name}"
 
 
-def _check(manifest: Manifest) -> None:
+def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
     obj = manifest.obj
     kind = manifest.kind
     meta = obj.get("metadata")
@@ -128,7 +129,7 @@ def _check(manifest: Manifest) -> None:
         if kind == "Node":
             node_from_object(obj)
         elif kind == "Pod":
-            task_from_pod(obj)
+            task_from_pod(obj, memo=parsed)
         elif kind == "PodGroup":
             podgroup_from_object(obj)
         elif kind == "Queue":
@@ -152,6 +153,7 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
     manifests: list[Manifest] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
+    parsed = PodParseMemo()  # a job's pods usually share one spec
     for path in paths:
         try:
             text = Path(path).read_text()
@@ -165,7 +167,7 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
                     f" {name}".rstrip()
                 )
                 continue
-            _check(manifest)
+            _check(manifest, parsed=parsed)
             key = object_key(manifest)
             earlier = seen.get(key)
             if earlier is not None:
