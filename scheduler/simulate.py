@@ -75,9 +75,13 @@ def run_simulation(
     seed: int = 0,
     max_cycles: int = 100,
     period: float = 1.0,
+    freeze_loaded: bool = False,
 ) -> SimulationResult:
+    """Run cycles until one changes nothing or ``max_cycles`` ran (``freeze_loaded`` as for
+    :func:`build_simulation`)."""
     cluster, cache, scheduler = build_simulation(
-        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed
+        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed,
+        freeze_loaded=freeze_loaded,
     )
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()
