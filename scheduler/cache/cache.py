@@ -212,7 +212,8 @@ class SchedulerCache(CacheWrites):
         if task is None:
             self.pods.pop(key, None)
             return
-        if isinstance(obj, dict):
+        if isinstance(obj, dict) and (old is None or old.pod is not obj):
+            # an object updated in place (the embedded cluster's) was interned when added
             self.strings.intern(obj)
         self.pods[key] = obj
         self.broken.pop(f"Pod {key}", None)

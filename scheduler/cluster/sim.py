@@ -87,6 +87,8 @@ class SimCluster:
     listener: Callable[[str, str, Mapping[str, Any]], None] | None = None
     _version: int = 0
     _event_index: dict[tuple[str, str, str, str], Obj] = field(default_factory=dict)
+    _now: tuple[float, str] = (float("nan"), "")
+    """The last clock reading and its text: a cycle writes thousands of objects at one time."""
 
     # -- loading --------------------------------------------------------------------------
     def load(self, manifests: Iterable[Manifest]) -> None:
@@ -183,6 +185,12 @@ class SimCluster:
         return changes
 
     # -- helpers --------------------------------------------------------------------------
+    def _now_text(self) -> str:
+        now = self.clock()
+        if now != self._now[0]:
+            self._now = (now, rfc3339(now))
+        return self._now[1]
+
     def get(self, kind: str, key: str) -> Obj:
         obj = self.objects.get(kind, {}).get(key)
         if obj is None:
@@ -212,7 +220,7 @@ class SimCluster:
         pod["spec"]["nodeName"] = node
         if annotations:
             pod["metadata"].setdefault("annotations", {}).update(annotations)
-        now = rfc3339(self.clock())
+        now = self._now_text()
         status = pod.setdefault("status", {})
         status["phase"] = "Running"
         status["conditions"] = [
@@ -307,7 +315,7 @@ class SimCluster:
         related: ObjectRef | None = None,
     ) -> None:
         key = (involved.kind, f"{involved.namespace}/{involved.name}", reason, message)
-        now = rfc3339(self.clock())
+        now = self._now_text()
         existing = self._event_index.get(key)
         if existing is not None:
             existing["count"] += 1
