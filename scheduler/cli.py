@@ -65,8 +65,9 @@ def _simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_cycles=args.max_cycles,
         freeze_loaded=True,  # one run per process: the loaded cluster lives to the end
+        take_manifests=True,  # nothing here reads them again
     )
-    del manifests  # the cluster holds copies now; let the loaded objects go
+    del manifests  # the cluster holds the objects (or copies) now
     objects = result.cluster.all_objects()
     if args.output == "table":
         sys.stdout.write(render_table(objects, scheduler_names=result.cluster.scheduler_names))

@@ -26,7 +26,7 @@ from scheduler.api.pod import PodParseMemo
 from scheduler.api.podgroup import podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
-from scheduler.cluster.yamlload import load_all
+from scheduler.cluster.yamlload import load_all_marked
 
 __all__ = [
     "KINDS",
@@ -59,13 +59,16 @@ class Manifest:
     source: str
     """``<file>#<document number>`` (1-based), plus ``[item i]`` inside a List."""
     obj: dict[str, Any]
+    private: bool = False
+    """True when no map or list of ``obj`` is also part of another manifest or of ``obj``
+    elsewhere (its YAML document had no alias), so a new owner may change it in place."""
 
     @property
     def kind(self) -> str:
         return str(self.obj.get("kind", ""))
 
 
-def _expand(source: str, doc: Any) -> Iterator[Manifest]:
+def _expand(source: str, doc: Any, *, private: bool = False) -> Iterator[Manifest]:
     if doc is None:
         return
     if not isinstance(doc, dict):
@@ -75,9 +78,9 @@ def _expand(source: str, doc: Any) -> Iterator[Manifest]:
         if not isinstance(items, list):
             raise ManifestError(f"{source}: List.items must be a list")
         for i, item in enumerate(items):
-            yield from _expand(f"{source} [item {i}]", item)
+            yield from _expand(f"{source} [item {i}]", item, private=private)
         return
-    yield Manifest(source, doc)
+    yield Manifest(source, doc, private)
 
 
 def parse_documents(text: str, *, source: str) -> list[Manifest]:
@@ -85,8 +88,8 @@ def parse_documents(text: str, *, source: str) -> list[Manifest]:
     out: list[Manifest] = []
     number = 0
     try:
-        for number, doc in enumerate(load_all(text), start=1):
-            out.extend(_expand(f"{source}#{number}", doc))
+        for number, (doc, shares) in enumerate(load_all_marked(text), start=1):
+            out.extend(_expand(f"{source}#{number}", doc, private=not shares))
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}#{number + 1}: not valid YAML: {exc}") from None
     return out

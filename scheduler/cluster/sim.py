@@ -91,14 +91,16 @@ class SimCluster:
     """The last clock reading and its text: a cycle writes thousands of objects at one time."""
 
     # -- loading --------------------------------------------------------------------------
-    def load(self, manifests: Iterable[Manifest]) -> None:
+    def load(self, manifests: Iterable[Manifest], *, take: bool = False) -> None:
         """Store copies of the objects of ``manifests``; a later object of the same key
         replaces an earlier one.
 
-        Always copies: YAML anchors and merge keys (``<<: *pod``) make several manifests share
-        one ``spec`` map, and a bind writing ``spec.nodeName`` into it would bind them all."""
+        Copies because YAML anchors and merge keys (``<<: *pod``) make several manifests share
+        one ``spec`` map, and a bind writing ``spec.nodeName`` into it would bind them all, and
+        because the caller may load the same manifests again. With ``take`` the caller gives
+        the objects up: the :attr:`~Manifest.private` ones are stored as they are."""
         for i, manifest in enumerate(manifests):
-            obj = _copy(manifest.obj)
+            obj = manifest.obj if take and manifest.private else _copy(manifest.obj)
             meta = obj.setdefault("metadata", {})
             if obj["kind"] in ("Pod", "PodGroup"):
                 meta.setdefault("namespace", "default")
