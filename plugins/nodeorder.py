@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["NodeOrder"]
 
 MAX_SCORE = 100.0
+_CPU_MEMORY = [CPU, MEMORY]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,10 @@ def _fractions(
     task: TaskInfo, table: NodeTable, rows: IntArray, names: list[str]
 ) -> tuple[FloatArray, FloatArray]:
     """Requested-after-placement and allocatable for ``names`` on ``rows``."""
+    if names == _CPU_MEMORY:  # every scored pod: the table's first two columns, one copy each
+        requested = table.used[rows, :2]
+        requested += np.array([task.resreq.milli_cpu, task.resreq.memory])
+        return requested, table.allocatable[rows, :2]
     cols = [table.dim_index[n] for n in names if n in table.dim_index]
     request = np.array([task.resreq.get(table.dims[c]) for c in cols])
     requested = table.used[rows][:, cols]
