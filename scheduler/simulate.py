@@ -39,17 +39,20 @@ def build_simulation(
     clock: SimClock | None = None,
     setup: Callable[[SimCluster, SchedulerCache], None] | None = None,
     freeze_loaded: bool = False,
+    take_manifests: bool = False,
 ) -> tuple[SimCluster, SchedulerCache, Scheduler]:
     """Wire an embedded cluster, a cache and a scheduler together (nothing runs yet).
 
     ``freeze_loaded`` moves every object alive once the cache holds the loaded cluster out of
     the garbage collector's reach (:func:`gc.freeze`): a large cluster's objects live for the
     whole run, and every full collection would otherwise walk all of them again. For long
-    runs on big clusters; objects made later are collected as usual.
+    runs on big clusters; objects made later are collected as usual. ``take_manifests``
+    gives the manifests' objects to the cluster (see :meth:`SimCluster.load`): the caller
+    must not use them afterwards.
     """
     clock = clock or SimClock()
     cluster = SimCluster(clock=clock, scheduler_names=tuple(scheduler_names))
-    cluster.load(manifests)
+    cluster.load(manifests, take=take_manifests)
     devices = device_support(conf)
     cache = SchedulerCache(
         writer=cluster, scheduler_names=scheduler_names, clock=clock, **devices.cache_options()
@@ -75,9 +78,14 @@ def run_simulation(
     seed: int = 0,
     max_cycles: int = 100,
     period: float = 1.0,
+    freeze_loaded: bool = False,
+    take_manifests: bool = False,
 ) -> SimulationResult:
+    """Run cycles until one changes nothing or ``max_cycles`` ran (``freeze_loaded`` and
+    ``take_manifests`` as for :func:`build_simulation`)."""
     cluster, cache, scheduler = build_simulation(
-        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed
+        manifests, conf=conf, scheduler_names=scheduler_names, seed=seed,
+        freeze_loaded=freeze_loaded, take_manifests=take_manifests,
     )
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()

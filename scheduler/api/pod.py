@@ -19,6 +19,8 @@ __all__ = [
     "HostPort",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
+    "ParsedPod",
+    "PodParseMemo",
     "PodSpecInfo",
     "PreferredTerm",
     "Toleration",
@@ -242,6 +244,62 @@ def _checked(container: Any, ignored: frozenset[str], err: _Err, where: str) -> 
         raise err(where, str(exc)) from None
     except AttributeError:
         raise err(where, "requests and limits must be maps") from None
+
+
+ParsedPod = tuple[Resource, Resource, PodSpecInfo]
+_ADDRESS = " object at 0x"
+"""``(resreq, init_resreq, spec)``: what :func:`pod_requests` and :func:`parse_pod_spec` give."""
+
+
+class PodParseMemo:
+    """The parsed requests and constraints of each distinct pod spec seen, to reuse them.
+
+    A pod is parsed again on every update (a bind, a phase change, a status condition) although
+    those never touch what is parsed here, and the pods of one job usually share one spec. The
+    key is the ``repr`` of every field the two parsers read (``repr`` tells ``1`` from ``"1"``
+    and ``True``, unlike JSON), so a hit returns exactly what parsing would; only successful
+    parses are kept, so errors are still raised by the parsers, with the pod's own name. The
+    results are shared: :class:`Resource` values of tasks are never changed in place. Past
+    ``limit`` entries the memo starts afresh.
+    """
+
+    __slots__ = ("_parsed", "limit")
+
+    def __init__(self, *, limit: int = 65_536) -> None:
+        self._parsed: dict[tuple[frozenset[str], str], ParsedPod] = {}
+        self.limit = limit
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    @staticmethod
+    def key(pod: Mapping[str, Any], ignored: frozenset[str]) -> tuple[frozenset[str], str]:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        get = spec.get
+        fields = (
+            meta.get("namespace"),
+            meta.get("labels"),
+            bool(meta.get("deletionTimestamp")),
+            get("containers"),
+            get("initContainers"),
+            get("overhead"),
+            get("nodeSelector"),
+            get("affinity"),
+            get("tolerations"),
+            get("topologySpreadConstraints"),
+        )
+        return ignored, repr(fields)
+
+    def get(self, key: tuple[frozenset[str], str]) -> ParsedPod | None:
+        return self._parsed.get(key)
+
+    def put(self, key: tuple[frozenset[str], str], parsed: ParsedPod) -> None:
+        if _ADDRESS in key[1]:
+            return  # an object shown by its address: a later one may reuse that address
+        if len(self._parsed) >= self.limit:
+            self._parsed = {}
+        self._parsed[key] = parsed
 
 
 def first_present(values: Sequence[str | None]) -> str | None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.api.errors import ObjectError
-from scheduler.api.pod import PodSpecInfo, parse_pod_spec, pod_requests
+from scheduler.api.pod import PodParseMemo, PodSpecInfo, parse_pod_spec, pod_requests
 from scheduler.api.resource import Resource
 from scheduler.api.types import JobID, TaskID, TaskStatus
 
@@ -142,8 +142,17 @@ def _flag(value: object, default: bool) -> bool:
     return str(value).lower() == "true"
 
 
-def task_from_pod(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset()) -> TaskInfo:
-    """Build a task from a pod object; raises :class:`ObjectError` naming the broken field."""
+def task_from_pod(
+    pod: Mapping[str, Any],
+    *,
+    ignored: frozenset[str] = frozenset(),
+    memo: PodParseMemo | None = None,
+) -> TaskInfo:
+    """Build a task from a pod object; raises :class:`ObjectError` naming the broken field.
+
+    With ``memo``, the requests and constraints of a spec parsed before are reused (a pod's
+    updates and a job's pods mostly repeat them); errors come in the same order either way.
+    """
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     name = str(meta.get("name") or "")
@@ -158,7 +167,12 @@ def task_from_pod(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset
             field="metadata.annotations",
             problem="must be a map of strings",
         )
-    resreq, init_resreq = pod_requests(pod, ignored=ignored)
+    memo_key = memo.key(pod, ignored) if memo is not None else None
+    parsed = memo.get(memo_key) if memo is not None and memo_key is not None else None
+    if parsed is None:
+        resreq, init_resreq = pod_requests(pod, ignored=ignored)
+    else:
+        resreq, init_resreq, spec_info = parsed
     group = _group_of(meta)
     priority = spec.get("priority")
     if priority is None or isinstance(priority, bool) or not isinstance(priority, int):
@@ -175,6 +189,10 @@ def task_from_pod(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset
                 field=f"metadata.annotations[{TASK_PRIORITY_ANNOTATION}]",
                 problem=f"must be an integer, got {override!r}",
             ) from None
+    if parsed is None:
+        spec_info = parse_pod_spec(pod)
+        if memo is not None and memo_key is not None:
+            memo.put(memo_key, (resreq, init_resreq, spec_info))
     gates = spec.get("schedulingGates") or []
     return TaskInfo(
         uid=TaskID(str(meta.get("uid") or f"{namespace}/{name}")),
@@ -193,6 +211,6 @@ def task_from_pod(pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         nominated_node=str((pod.get("status") or {}).get("nominatedNodeName") or ""),
         sched_gated=bool(gates),
-        spec=parse_pod_spec(pod),
+        spec=spec_info,
         pod=pod,
     )

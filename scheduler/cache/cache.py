@@ -26,6 +26,7 @@ import structlog
 from scheduler.api.errors import ObjectError
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo, node_from_object
+from scheduler.api.pod import PodParseMemo
 from scheduler.api.podgroup import PodGroup, podgroup_from_object
 from scheduler.api.queue import QueueInfo, queue_from_object
 from scheduler.api.resource import Resource
@@ -70,6 +71,8 @@ class SchedulerCache(CacheWrites):
         self.clock = clock
         self.node_selector = dict(node_selector or {})
         self.ignored = frozenset(ignored_resources)
+        self.parsed_pods = PodParseMemo()
+        """Pod specs parsed before: a pod's updates rarely change what the scheduler parses."""
         self.node_devices = node_devices
         self.device_dims = frozenset(device_dims)
         self.lock = threading.RLock()
@@ -197,7 +200,11 @@ class SchedulerCache(CacheWrites):
             return
         spec = obj.get("spec") or {}
         ours = spec.get("schedulerName") in self.scheduler_names
-        task = task_from_pod(obj, ignored=self.ignored) if ours or spec.get("nodeName") else None
+        task = (
+            task_from_pod(obj, ignored=self.ignored, memo=self.parsed_pods)
+            if ours or spec.get("nodeName")
+            else None
+        )
         # Only a readable version replaces the cached one: a broken update keeps the last good.
         old = self._task_by_key(key)
         if old is not None:
@@ -205,7 +212,8 @@ class SchedulerCache(CacheWrites):
         if task is None:
             self.pods.pop(key, None)
             return
-        if isinstance(obj, dict):
+        if isinstance(obj, dict) and (old is None or old.pod is not obj):
+            # an object updated in place (the embedded cluster's) was interned when added
             self.strings.intern(obj)
         self.pods[key] = obj
         self.broken.pop(f"Pod {key}", None)

@@ -22,10 +22,11 @@ import yaml
 
 from scheduler.api.errors import ObjectError
 from scheduler.api.node import node_from_object
+from scheduler.api.pod import PodParseMemo
 from scheduler.api.podgroup import podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
-from scheduler.cluster.yamlload import load_all
+from scheduler.cluster.yamlload import load_all_marked
 
 __all__ = [
     "KINDS",
@@ -58,13 +59,16 @@ class Manifest:
     source: str
     """``<file>#<document number>`` (1-based), plus ``[item i]`` inside a List."""
     obj: dict[str, Any]
+    private: bool = False
+    """True when no map or list of ``obj`` is also part of another manifest or of ``obj``
+    elsewhere (its YAML document had no alias), so a new owner may change it in place."""
 
     @property
     def kind(self) -> str:
         return str(self.obj.get("kind", ""))
 
 
-def _expand(source: str, doc: Any) -> Iterator[Manifest]:
+def _expand(source: str, doc: Any, *, private: bool = False) -> Iterator[Manifest]:
     if doc is None:
         return
     if not isinstance(doc, dict):
@@ -74,9 +78,9 @@ def _expand(source: str, doc: Any) -> Iterator[Manifest]:
         if not isinstance(items, list):
             raise ManifestError(f"{source}: List.items must be a list")
         for i, item in enumerate(items):
-            yield from _expand(f"{source} [item {i}]", item)
+            yield from _expand(f"{source} [item {i}]", item, private=private)
         return
-    yield Manifest(source, doc)
+    yield Manifest(source, doc, private)
 
 
 def parse_documents(text: str, *, source: str) -> list[Manifest]:
@@ -84,8 +88,8 @@ def parse_documents(text: str, *, source: str) -> list[Manifest]:
     out: list[Manifest] = []
     number = 0
     try:
-        for number, doc in enumerate(load_all(text), start=1):
-            out.extend(_expand(f"{source}#{number}", doc))
+        for number, (doc, shares) in enumerate(load_all_marked(text), start=1):
+            out.extend(_expand(f"{source}#{number}", doc, private=not shares))
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}#{number + 1}: not valid YAML: {exc}") from None
     return out
@@ -101,7 +105,7 @@ def object_key(manifest: Manifest) -> str:
     return f"{manifest.kind} {name}"
 
 
-def _check(manifest: Manifest) -> None:
+def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
     obj = manifest.obj
     kind = manifest.kind
     meta = obj.get("metadata")
@@ -128,7 +132,7 @@ def _check(manifest: Manifest) -> None:
         if kind == "Node":
             node_from_object(obj)
         elif kind == "Pod":
-            task_from_pod(obj)
+            task_from_pod(obj, memo=parsed)
         elif kind == "PodGroup":
             podgroup_from_object(obj)
         elif kind == "Queue":
@@ -152,6 +156,7 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
     manifests: list[Manifest] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
+    parsed = PodParseMemo()  # a job's pods usually share one spec
     for path in paths:
         try:
             text = Path(path).read_text()
@@ -165,7 +170,7 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
                     f" {name}".rstrip()
                 )
                 continue
-            _check(manifest)
+            _check(manifest, parsed=parsed)
             key = object_key(manifest)
             earlier = seen.get(key)
             if earlier is not None:

@@ -87,16 +87,20 @@ class SimCluster:
     listener: Callable[[str, str, Mapping[str, Any]], None] | None = None
     _version: int = 0
     _event_index: dict[tuple[str, str, str, str], Obj] = field(default_factory=dict)
+    _now: tuple[float, str] = (float("nan"), "")
+    """The last clock reading and its text: a cycle writes thousands of objects at one time."""
 
     # -- loading --------------------------------------------------------------------------
-    def load(self, manifests: Iterable[Manifest]) -> None:
+    def load(self, manifests: Iterable[Manifest], *, take: bool = False) -> None:
         """Store copies of the objects of ``manifests``; a later object of the same key
         replaces an earlier one.
 
-        Always copies: YAML anchors and merge keys (``<<: *pod``) make several manifests share
-        one ``spec`` map, and a bind writing ``spec.nodeName`` into it would bind them all."""
+        Copies because YAML anchors and merge keys (``<<: *pod``) make several manifests share
+        one ``spec`` map, and a bind writing ``spec.nodeName`` into it would bind them all, and
+        because the caller may load the same manifests again. With ``take`` the caller gives
+        the objects up: the :attr:`~Manifest.private` ones are stored as they are."""
         for i, manifest in enumerate(manifests):
-            obj = _copy(manifest.obj)
+            obj = manifest.obj if take and manifest.private else _copy(manifest.obj)
             meta = obj.setdefault("metadata", {})
             if obj["kind"] in ("Pod", "PodGroup"):
                 meta.setdefault("namespace", "default")
@@ -183,6 +187,12 @@ class SimCluster:
         return changes
 
     # -- helpers --------------------------------------------------------------------------
+    def _now_text(self) -> str:
+        now = self.clock()
+        if now != self._now[0]:
+            self._now = (now, rfc3339(now))
+        return self._now[1]
+
     def get(self, kind: str, key: str) -> Obj:
         obj = self.objects.get(kind, {}).get(key)
         if obj is None:
@@ -212,7 +222,7 @@ class SimCluster:
         pod["spec"]["nodeName"] = node
         if annotations:
             pod["metadata"].setdefault("annotations", {}).update(annotations)
-        now = rfc3339(self.clock())
+        now = self._now_text()
         status = pod.setdefault("status", {})
         status["phase"] = "Running"
         status["conditions"] = [
@@ -307,7 +317,7 @@ class SimCluster:
         related: ObjectRef | None = None,
     ) -> None:
         key = (involved.kind, f"{involved.namespace}/{involved.name}", reason, message)
-        now = rfc3339(self.clock())
+        now = self._now_text()
         existing = self._event_index.get(key)
         if existing is not None:
             existing["count"] += 1

@@ -19,7 +19,7 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-__all__ = ["load_all"]
+__all__ = ["load_all", "load_all_marked"]
 
 _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP = "tag:yaml.org,2002:map"
@@ -34,6 +34,9 @@ class _Loader(_BASE):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.plain_tags: dict[str, str] = {}
+        self.shares = False
+        """Whether the current document may use one map or list in two places (an alias,
+        or a node left to PyYAML, which shares what it built for an anchor)."""
 
     def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
         if kind is ScalarNode and implicit[0]:
@@ -50,9 +53,11 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
         return node.value if tag == _STR else loader.construct_object(node)
     done = shared.get(id(node))
     if done is not None:
+        loader.shares = True
         return done  # an alias of a node built already
     if kind is MappingNode and tag == _MAP:
         if any(key.tag == _MERGE for key, _ in node.value):
+            loader.shares = True
             return loader.construct_object(node, deep=True)
         mapping: dict[Any, Any] = {}
         shared[id(node)] = mapping
@@ -71,18 +76,27 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
         shared[id(node)] = sequence
         sequence.extend([_build(item, loader, shared) for item in node.value])
         return sequence
+    loader.shares = True
     return loader.construct_object(node, deep=True)
 
 
 def load_all(text: str) -> Iterator[Any]:
     """The documents of ``text``, one at a time; raises :class:`yaml.YAMLError` like PyYAML."""
+    for document, _ in load_all_marked(text):
+        yield document
+
+
+def load_all_marked(text: str) -> Iterator[tuple[Any, bool]]:
+    """As :func:`load_all`, each document with whether it may use one map or list in two
+    places (False: every map and list in it is its own, so it can be changed in place)."""
     loader = _Loader(text)
     try:
         while loader.check_node():
+            loader.shares = False
             document = _build(loader.get_node(), loader, {})
             # what PyYAML's construct_document resets between documents
             loader.constructed_objects = {}
             loader.recursive_objects = {}
-            yield document
+            yield document, loader.shares
     finally:
         loader.dispose()

@@ -60,6 +60,8 @@ class NodeTable:
         """Extra per-node columns maintained by row hooks (e.g. device summaries)."""
         self._label_codes: dict[str, tuple[IntArray, dict[str, int]]] = {}
         self._taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None = None
+        self._request_dims: dict[object, tuple[IntArray, FloatArray, list[str]]] = {}
+        """:meth:`request_dims` per request value: a session asks for a few shapes many times."""
         self._previous: NodeTable | None = None
         """The table this one carried rows over from (until its row hooks are registered)."""
         self._renewed_rows: list[int] = []
@@ -136,7 +138,16 @@ class NodeTable:
 
     # -- resource fit ---------------------------------------------------------------------
     def request_dims(self, request: Resource) -> tuple[IntArray, FloatArray, list[str]]:
-        """Requested dimensions (pods excluded) in message order: cpu, memory, scalars."""
+        """Requested dimensions (pods excluded) in message order: cpu, memory, scalars.
+
+        The arrays are shared between calls for equal requests: read them, never write."""
+        key = (request.milli_cpu, request.memory, *request.scalars.items())
+        cached = self._request_dims.get(key)
+        if cached is None:
+            cached = self._request_dims[key] = self._dims_of(request)
+        return cached
+
+    def _dims_of(self, request: Resource) -> tuple[IntArray, FloatArray, list[str]]:
         names = [
             name for name in request.names() if name != PODS and request.get(name) >= MIN_RESOURCE
         ]
@@ -146,7 +157,9 @@ class NodeTable:
             col = self.dim_index.get(name)
             cols.append(-1 if col is None else col)
             values.append(request.get(name))
-        return np.array(cols, dtype=np.intp), np.array(values), names
+        col_array, value_array = np.array(cols, dtype=np.intp), np.array(values)
+        col_array.flags.writeable = value_array.flags.writeable = False  # shared, see above
+        return col_array, value_array, names
 
     def fit_mask(self, request: Resource, *, future: bool = True) -> BoolArray:
         """Nodes whose (future) idle holds ``request`` within Volcano's tolerance."""
