@@ -98,21 +98,12 @@ def parse_quantity(value: str | int | float) -> Decimal:
 
 
 def _scaled(name: str, value: str | int | float) -> float:
-    """A quantity in the unit the scheduler keeps for ``name``."""
-    if type(value) is str:
-        return _scaled_text(name in (MEMORY, PODS), value)
+    """A quantity in the unit the scheduler keeps for ``name`` (quantity strings are parsed
+    through :func:`_parse`'s cache)."""
     quantity = parse_quantity(value)
     if name in (MEMORY, PODS):
         return float(quantity)
     return float(quantity * 1000)
-
-
-@lru_cache(maxsize=4096)
-def _scaled_text(base_unit: bool, value: str) -> float:
-    """:func:`_scaled` of a quantity string, remembered: a cluster repeats a few request
-    strings ("500m", "4Gi") across tens of thousands of pods."""
-    quantity = _parse(value)
-    return float(quantity) if base_unit else float(quantity * 1000)
 
 
 _BYTE_SCALARS = frozenset({"ephemeral-storage", "koordinator.sh/gpu-memory",
