@@ -37,7 +37,7 @@ class Allocate:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         jobs_by_queue: dict[QueueID, PriorityQueue[JobInfo]] = {}
         pending_tasks: dict[str, PriorityQueue[TaskInfo]] = {}
-        for job in session.jobs.values():
+        for job in session.active_jobs.values():  # a settled job has no pending task
             if job.is_pending():
                 if enqueue_on:
                     continue

@@ -46,7 +46,7 @@ class Backfill:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         jobs: dict[QueueID, PriorityQueue[JobInfo]] = {}
         tasks: dict[JobID, PriorityQueue[TaskInfo]] = {}
-        for job in session.jobs.values():
+        for job in session.active_jobs.values():  # a settled job has no pending task
             queue = session.queues.get(job.queue)
             if job.is_pending() or not session.is_valid(job) or queue is None:
                 continue

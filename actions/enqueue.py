@@ -23,7 +23,7 @@ class Enqueue:
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         pending: dict[QueueID, PriorityQueue[JobInfo]] = {}
-        for job in session.jobs.values():
+        for job in session.active_jobs.values():  # a settled PodGroup is not pending
             queue = session.queues.get(job.queue)
             if queue is None or not job.is_pending():
                 continue

@@ -26,11 +26,14 @@ each); gang jobs of 1–8 pods mix fractional GPUs (by ratio and by bytes), whol
 GPU + RDMA (SamePCIe) and hinted VF requests.
 
 ``--idle-cycle``: ``--pods`` pods already run on the ``--nodes`` nodes (PodGroups of 1–4,
-Running); one warm-up cycle, then ``--pending`` new pods (gangs of 1–4) arrive through the
-watch and the cycle that schedules them is timed (snapshot, actions, close and writes).
-Reported: ``idle_cycle_seconds`` (median of ``--repeat`` such cycles, writes included), the
-part spent taking the snapshot and opening the session (``open_seconds``), the cycle's CPU
-time (``idle_cycle_cpu_seconds``) and peak RSS.
+Running); ``--warmup`` cycles with nothing pending (the first writes every PodGroup's status,
+the second finds the running jobs steady, the third settles them, as a scheduler that has run
+for a few seconds has), then ``--pending`` new pods (gangs of 1–4) arrive through the watch
+and the cycle that schedules them is timed (snapshot, actions, close and writes).
+Reported: ``idle_cycle_seconds`` (median of ``--repeat`` such cycles, writes included), each
+warm-up cycle (``warmup_cycle_seconds``), the jobs settled in the last cycle
+(``settled_jobs``), the part spent taking the snapshot and opening the session
+(``open_seconds``), the cycle's CPU time (``idle_cycle_cpu_seconds``) and peak RSS.
 """
 
 from __future__ import annotations
@@ -400,14 +403,17 @@ def _pending_objects(count: int, round_: int, seed: int) -> list[dict[str, objec
 
 
 def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
-             repeat: int = 3) -> dict[str, float | int]:
+             repeat: int = 3, warmup: int = 3) -> dict[str, Any]:
     cluster, cache, scheduler = build_simulation(
         idle_cluster(nodes, pods, seed), conf=load_conf(CONF), seed=seed, freeze_loaded=True)
     cluster.take_changes()
-    warm_started = time.perf_counter()
-    scheduler.run_once()
-    cache.flush()
-    warm = time.perf_counter() - warm_started
+    warm: list[float] = []
+    for _ in range(warmup):  # the first cycles write every PodGroup's status once
+        warm_started = time.perf_counter()
+        scheduler.run_once()
+        cache.flush()
+        cluster.clock.advance(1.0)
+        warm.append(round(time.perf_counter() - warm_started, 3))
     cycles: list[float] = []
     opens: list[float] = []
     cpu: list[float] = []
@@ -435,7 +441,8 @@ def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
         "running_pods": pods,
         "pending_per_cycle": pending,
         "bound": bound,
-        "warmup_cycle_seconds": round(warm, 3),
+        "warmup_cycle_seconds": warm,
+        "settled_jobs": len(cache.pool.last.settled) if cache.pool.last is not None else 0,
         "idle_cycle_seconds": round(statistics.median(cycles), 4),
         "idle_cycle_max_seconds": round(max(cycles), 4),
         "idle_cycle_cpu_seconds": round(statistics.median(cpu), 4),
@@ -491,10 +498,12 @@ def main() -> int:
         help="--pods running pods on --nodes nodes; time a cycle with --pending new pods")
     parser.add_argument("--pending", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="--idle-cycle: cycles run before the timed ones")
     args = parser.parse_args()
     if args.idle_cycle:
         result = run_idle(args.nodes, args.pods, args.seed, pending=args.pending,
-                          repeat=args.repeat)
+                          repeat=args.repeat, warmup=args.warmup)
     else:
         runner = {"preempt": run_preempt, "gpu": run_gpu}.get(args.scenario, run)
         result = runner(args.nodes, args.pods, args.seed)

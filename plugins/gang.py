@@ -106,7 +106,8 @@ class Gang(PluginBase[NoArgs]):
 
     def on_session_close(self, session: Session) -> None:
         now = rfc3339(session.clock())
-        for job in session.jobs.values():
+        # A settled job is a running gang whose Scheduled condition is already set.
+        for job in session.closing_jobs():
             if not session.is_valid(job):
                 continue
             if _running_gang(job):

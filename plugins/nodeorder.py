@@ -136,7 +136,7 @@ class NodeOrder(PodIndexUser, PluginBase[NodeOrderArgs]):
             total += self._taint_scores(task, table, candidates) * args.taint_toleration
         if args.image_locality and task.spec.terms.images:
             if self._images is None:
-                self._images = ImageTable(table)
+                self._images = ImageTable.of(table)
             if self._images.columns:  # no node reports images: every node scores 0
                 total += self._images.scores(task, candidates) * args.image_locality
         index = self._index

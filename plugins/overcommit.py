@@ -40,6 +40,10 @@ class OvercommitArgs:
             )
 
 
+def _reserved(job: JobInfo) -> tuple[Resource]:
+    return (job.inqueue_demand(deduct_allocated_inqueue=False) or Resource(),)
+
+
 class Overcommit(PluginBase[OvercommitArgs]):
     NAME = "overcommit"
     Args = OvercommitArgs
@@ -52,7 +56,10 @@ class Overcommit(PluginBase[OvercommitArgs]):
             used.add(node.used)
         self.idle = session.total_resource.clone().multi(factor).sub(used)
         self.inqueue = Resource()
-        for job in session.jobs.values():
+        kept, jobs = session.settled_totals("overcommit", _reserved, width=1)
+        for (reserved,) in kept.values():
+            self.inqueue.add(reserved)
+        for job in jobs:
             demand = job.inqueue_demand(deduct_allocated_inqueue=False)
             if demand is not None:
                 self.inqueue.add(demand)

@@ -88,6 +88,20 @@ def _add_totals(attr: QueueAttr, job: JobInfo) -> bool:
     return True
 
 
+def _job_queue(job: JobInfo) -> QueueID:
+    return job.queue
+
+
+def _settled_part(job: JobInfo) -> tuple[Resource, Resource, Resource] | None:
+    """A settled job's (allocated, inqueue, elastic), as the open loop adds them for a job
+    with an exact total; None (added by the loop, task by task) otherwise."""
+    if not job.allocated_exact():
+        return None
+    if job.podgroup.min_resources is None:
+        return job.allocated, Resource(), job.allocated
+    return job.allocated, job.inqueue_demand() or Resource(), job.elastic_resources()
+
+
 class Proportion(PluginBase[NoArgs]):
     NAME = "proportion"
 
@@ -101,13 +115,11 @@ class Proportion(PluginBase[NoArgs]):
         for candidate in session.queues.values():
             if candidate.guarantee is not None:
                 guarantees.add(candidate.guarantee)
-        for job in session.jobs.values():
-            queue = session.queues.get(job.queue)
-            if queue is None:
-                continue
-            attr = self.attrs.get(queue.uid)
-            if attr is None:
-                attr = QueueAttr(
+        # Queues in the order their first job comes, as adding job by job would make them.
+        for uid in dict.fromkeys(map(_job_queue, session.jobs.values())):
+            queue = session.queues.get(uid)
+            if queue is not None:
+                self.attrs[uid] = QueueAttr(
                     queue=queue,
                     weight=queue.weight,
                     guarantee=queue.guarantee.clone() if queue.guarantee else Resource(),
@@ -115,7 +127,18 @@ class Proportion(PluginBase[NoArgs]):
                         total=total, total_guarantee=guarantees
                     ),
                 )
-                self.attrs[queue.uid] = attr
+        kept, jobs = session.settled_totals("proportion", _settled_part, width=3)
+        for uid, (allocated, inqueue, elastic) in kept.items():
+            attr = self.attrs.get(uid)
+            if attr is not None:
+                attr.allocated.add(allocated)
+                attr.request.add(allocated)  # a settled job has no pending task
+                attr.inqueue.add(inqueue)
+                attr.elastic.add(elastic)
+        for job in jobs:
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
             exact = job.allocated_exact()
             if attr.queue.uid not in by_task and not (exact and _add_totals(attr, job)):
                 by_task.add(attr.queue.uid)

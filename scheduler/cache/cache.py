@@ -35,6 +35,7 @@ from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskSt
 from scheduler.cache.binder import BindPool
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.intern import StringTable
+from scheduler.cache.jobs import assemble_jobs
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.snapshot import SnapshotPool
 from scheduler.cache.status import StatusRecorder
@@ -106,7 +107,8 @@ class SchedulerCache(CacheWrites):
         """Node → the pods this cycle's session nominated to it (preemptors whose victims
         there are being evicted); names the preemptor on the victims' Evict events."""
         self.unready: dict[JobID, tuple[str, int]] = {}
-        """Job → (PodGroup name, tasks its gang still lacks) from the last session's close."""
+        """Job → (PodGroup name, tasks its gang still lacks) as of its last close (a settled
+        job keeps its entry); a deleted or orphaned PodGroup or an invalid job has none."""
         self._writes: deque[Callable[[], None]] = deque()
         self.committed_binds = 0
         """Tasks committed for binding since the cycle metrics last took the count."""
@@ -121,6 +123,7 @@ class SchedulerCache(CacheWrites):
             enqueue=self.enqueue_status,
             clock=clock,
             now_text=lambda: rfc3339(self.clock()),
+            on_lost_podgroup=self._lost_podgroup,
         )
 
     # -- events from the cluster ----------------------------------------------------------
@@ -169,9 +172,18 @@ class SchedulerCache(CacheWrites):
             ),
         )
 
+    def _lost_podgroup(self, key: str) -> None:
+        """A PodGroup status write was lost: its job must be closed (and written) again."""
+        with self.lock:
+            self.pool.dirty_jobs.add(JobID(key))
+
     def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         self.pool.mark_node(name)
+        old = self.nodes.get(name)
+        if old is not None and old.others:
+            # What a queue counts for a task on a device node reads the node's devices.
+            self.pool.dirty_jobs.update(t.job for t in self.tasks_by_node.get(name, {}).values())
         if deleted:
             self.node_objects.pop(name, None)
             self.nodes.pop(name, None)
@@ -258,8 +270,14 @@ class SchedulerCache(CacheWrites):
     def _podgroup(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         podgroup = podgroup_from_object(obj, default_queue=self.default_queue)
         uid = JobID(f"{podgroup.namespace}/{podgroup.name}")
+        old = self.podgroups.get(uid)
+        self.pool.job_changes.podgroup(uid, deleted=deleted, known=old is not None)
+        if deleted or old != podgroup:
+            # The echo of a status this scheduler wrote changes nothing a job reads.
+            self.pool.dirty_jobs.add(uid)
         if deleted:
             self.podgroups.pop(uid, None)
+            self.unready.pop(uid, None)
             return
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
@@ -267,6 +285,8 @@ class SchedulerCache(CacheWrites):
     def _queue(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         queue = queue_from_object(obj)
         if deleted:
+            # Its jobs leave the sessions; a settled job skips the check for its queue.
+            self.pool.unsettle_all()
             self.queues.pop(queue.uid, None)
             return
         self.queues[queue.uid] = queue
@@ -274,6 +294,7 @@ class SchedulerCache(CacheWrites):
 
     def _priority_class(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
+        self.pool.unsettle_all()
         if deleted:
             self.priority_classes.pop(name, None)
             return
@@ -327,10 +348,16 @@ class SchedulerCache(CacheWrites):
         """
         with self.lock:
             self.nominated = {}
-            self.unready = {}
             last = self.pool.last
             refreshed = self.pool.refresh(self.tasks, self.nodes)
-            snapshot = self._assemble(refreshed.tasks, refreshed.nodes, reuse=refreshed.jobs)
+            snapshot = self._assemble(refreshed.tasks, refreshed.nodes, reuse=refreshed.jobs,
+                                      settled=self.pool.steady,
+                                      previous=None if last is None else last.jobs)
+            snapshot.settled = self.pool.steady
+            for uid in self.orphans:  # out of every session: no count for them
+                self.unready.pop(uid, None)
+            self.pool.sums.advance(self.pool.steady)
+            snapshot.settled_sums = self.pool.sums
             self.pool.jobs = snapshot.jobs
             if last is not None and last.table is not None:
                 snapshot.previous_table = last.table
@@ -350,46 +377,12 @@ class SchedulerCache(CacheWrites):
         nodes: list[NodeInfo],
         *,
         reuse: Mapping[JobID, JobInfo] | None = None,
+        settled: frozenset[JobID] = frozenset(),
+        previous: Mapping[JobID, JobInfo] | None = None,
     ) -> Snapshot:
-        """Jobs from fresh PodGroup copies and the task copies ``clones``, in cache order;
-        a job in ``reuse`` keeps its task index (none of its tasks changed)."""
-        jobs: dict[JobID, JobInfo] = {}
-        fresh: list[JobInfo] = []
-        self.orphans = []
-        for uid, podgroup in self.podgroups.items():
-            if QueueID(podgroup.queue) not in self.queues:
-                self.orphans.append(uid)
-                continue
-            job = None if reuse is None else reuse.get(uid)
-            if job is None:
-                job = JobInfo(uid=uid, name=podgroup.name, namespace=podgroup.namespace,
-                              podgroup=podgroup, queue=QueueID(podgroup.queue))
-                fresh.append(job)
-            else:
-                # What a cycle writes onto a job starts empty again (most jobs' already is).
-                if job.nodes_fit_errors:
-                    job.nodes_fit_errors = {}
-                if job.unfit_tasks:
-                    job.unfit_tasks = set()
-                job.job_fit_error = ""
-                job.enqueue_message = ""
-            job.podgroup = podgroup.clone()
-            job.queue = QueueID(podgroup.queue)
-            job.priority = self.job_priority(podgroup)
-            job.min_available = podgroup.min_member
-            job.preemptable = (
-                str(podgroup.annotations.get("volcano.sh/preemptable")).lower() == "true")
-            jobs[uid] = job
-        if reuse is None:
-            for task_uid in self.tasks:
-                task = clones[task_uid]
-                job = jobs.get(task.job)
-                if job is not None:
-                    job.add_task(task)
-        else:
-            for job in fresh:
-                for task_uid in self.tasks_by_job.get(job.uid, ()):
-                    job.add_task(clones[task_uid])
+        """The snapshot of ``nodes`` and the jobs of :func:`assemble_jobs` (``previous``: the
+        last snapshot's jobs, which an incremental snapshot starts from)."""
+        jobs = assemble_jobs(self, clones, reuse=reuse, settled=settled, previous=previous)
         queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
         return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
                         namespace_labels=dict(self.namespace_labels))
@@ -400,6 +393,8 @@ class SchedulerCache(CacheWrites):
         with self.lock:
             if unready is not None:
                 self.unready[job.uid] = (job.name, unready)
+            else:
+                self.unready.pop(job.uid, None)
             cached = self.podgroups.get(job.uid)
             if cached is not None:
                 cached.phase = job.podgroup.phase

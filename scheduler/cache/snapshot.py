@@ -26,6 +26,8 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskID
+from scheduler.cache.jobs import JobChanges
+from scheduler.framework.settled import SettledStore
 from scheduler.framework.snapshot import Snapshot
 
 __all__ = ["PoolRefresh", "SnapshotPool"]
@@ -55,6 +57,21 @@ class SnapshotPool:
     """The snapshot handed out last; its session's touches are collected at the next one."""
     complete: bool = False
     """Whether ``tasks`` and ``nodes`` mirror the cache (False: copy everything next time)."""
+    steady: frozenset[JobID] = frozenset()
+    """Jobs settled for the snapshot last handed out: steady at the close before it and not
+    rebuilt since (see :mod:`scheduler.framework.settled`)."""
+    settle: bool = True
+    """False: no job is ever settled, every cycle visits every job (as Volcano does)."""
+    sums: SettledStore = field(default_factory=SettledStore)
+    job_changes: JobChanges = field(default_factory=JobChanges)
+    """PodGroups added and deleted since the last snapshot (for assembling its jobs)."""
+    """Per-queue sums over settled jobs, kept across cycles for plugins' open hooks."""
+
+    def unsettle_all(self) -> None:
+        """Rebuild every job at the next snapshot, which leaves none settled (a queue or a
+        priority class changed, which any job may read)."""
+        self.jobs = {}
+        self.job_changes.walk = True
 
     def mark_task(self, uid: TaskID, node_name: str = "", job: JobID | None = None) -> None:
         self.dirty_tasks.add(uid)
@@ -69,15 +86,19 @@ class SnapshotPool:
     def invalidate(self) -> None:
         """Copy everything at the next snapshot."""
         self.complete = False
+        self.job_changes.walk = True
 
     def refresh(
         self, tasks: Mapping[TaskID, TaskInfo], nodes: Mapping[str, NodeInfo]
     ) -> PoolRefresh:
         """Bring the copies in step with the cache's ``tasks`` and ``nodes`` (under its lock)."""
         last, self.last = self.last, None
+        steady: frozenset[JobID] = frozenset()
         if last is not None:
             self.dirty_tasks |= last.touched_tasks
             self.dirty_nodes |= last.touched_nodes
+            if last.steady_after_close is not None and self.settle:
+                steady = last.steady_after_close
         if not self.complete:
             self.tasks = {uid: task.clone() for uid, task in tasks.items()}
             self.nodes = {name: node.clone(self.tasks) for name, node in nodes.items()}
@@ -93,6 +114,8 @@ class SnapshotPool:
         self.dirty_tasks = set()
         self.dirty_nodes = set()
         self.dirty_jobs = set()
+        # Settled: steady at the last close and reusable as it is (nothing renewed it since).
+        self.steady = frozenset(steady & self.jobs.keys()) if steady else frozenset()
         # The cache's order, so an incremental snapshot lists nodes as a full copy would.
         node_list = [self.nodes[name] for name in nodes]
         return PoolRefresh(

@@ -54,8 +54,11 @@ class StatusRecorder:
         enqueue: Callable[[StatusKey, Write], None],
         clock: Callable[[], float],
         now_text: Callable[[], str],
+        on_lost_podgroup: Callable[[str], None] | None = None,
     ) -> None:
         self.writer = writer
+        self.on_lost_podgroup = on_lost_podgroup
+        """Told the PodGroup of a lost status write: a settled job would not derive it again."""
         self.enqueue = enqueue
         self.clock = clock
         self.now_text = now_text
@@ -175,8 +178,12 @@ class StatusRecorder:
             self.pod_nominations.pop(name, None)
         elif what == "podgroup":
             self.podgroup_status.pop(name, None)
+            if self.on_lost_podgroup is not None:
+                self.on_lost_podgroup(name)
         elif what == "podgroup-event":
             self.podgroup_events.pop(name, None)
+            if self.on_lost_podgroup is not None:
+                self.on_lost_podgroup(name)
         elif what == "queue":
             self.queue_allocated.pop(name, None)
 

@@ -2,7 +2,9 @@
 
 PodGroup phase and counters, PodGroup events, pod ``PodScheduled`` conditions with Volcano's
 reasons and message shapes, and each queue's ``status.allocated``. The cache persists only what
-changed, so a quiet cycle writes nothing.
+changed, so a quiet cycle writes nothing. Settled jobs (:mod:`scheduler.framework.settled`)
+are not visited: their close would derive what it derived last time. Close records which jobs
+will close the same way next cycle, for the next snapshot to settle them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from scheduler.api.podgroup import (
 from scheduler.api.resource import Resource
 from scheduler.api.status import ALL_NODES_UNAVAILABLE
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, TaskStatus
+from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, JobID, TaskStatus
 from scheduler.framework.session import Session
 
 __all__ = [
@@ -108,8 +110,16 @@ def close_session(session: Session) -> None:
         entry.plugin.on_session_close(session)
         session.time_plugin(entry, "OnSessionClose", time.perf_counter() - started)
     now = rfc3339(session.clock())
-    for job in session.jobs.values():
-        _close_job(session, job, now)
+    closing = session.closing_jobs()
+    steady: set[JobID] = set()
+    for job in closing:
+        if _close_job(session, job, now):
+            steady.add(job.uid)
+    if session.settled:
+        left = session.settled.difference(job.uid for job in closing)
+        session.snapshot.steady_after_close = frozenset(left.union(steady))
+    else:
+        session.snapshot.steady_after_close = frozenset(steady)
     allocated = queue_allocations(session)
     for uid, queue in session.queues.items():
         session.sink.update_queue_allocated(queue, allocated[uid])
@@ -127,7 +137,12 @@ def queue_allocations(session: Session) -> dict[str, Resource]:
     with_devices = session.has_device_nodes()
     by_task: set[str] = set(allocated) if with_devices else set()
     if not with_devices:
-        for job in session.jobs.values():
+        kept, jobs = session.settled_totals("close.allocated", _exact_allocated, width=1)
+        for queue_uid, sums in kept.items():
+            kept_total = allocated.get(queue_uid)
+            if kept_total is not None:
+                kept_total.add(sums[0])
+        for job in jobs:
             total = allocated.get(job.queue)
             if total is None or job.queue in by_task:
                 continue
@@ -151,6 +166,10 @@ def queue_allocations(session: Session) -> dict[str, Resource]:
     return allocated
 
 
+def _exact_allocated(job: JobInfo) -> tuple[Resource] | None:
+    return (job.allocated,) if job.allocated_exact() else None
+
+
 def _close_running_job(session: Session, job: JobInfo) -> bool:
     """Close a valid job whose tasks all run, as :func:`_close_job` would, without deriving
     messages; False (nothing done) for any other job.
@@ -169,7 +188,7 @@ def _close_running_job(session: Session, job: JobInfo) -> bool:
     for condition in podgroup.conditions:
         if condition.get("type") == "Unschedulable":
             return False
-    before = session.podgroup_phase_before.get(job.uid)
+    before = session.phase_before(job.uid)
     podgroup.phase = PHASE_RUNNING
     podgroup.running, podgroup.succeeded, podgroup.failed = running, 0, 0
     event = None
@@ -181,9 +200,15 @@ def _close_running_job(session: Session, job: JobInfo) -> bool:
     return True
 
 
-def _close_job(session: Session, job: JobInfo, now: str) -> None:
+def _close_job(session: Session, job: JobInfo, now: str) -> bool:
+    """Derive and hand the sink what ``job`` shows after this cycle; True when the job will
+    close the same way next cycle unless something changes it (the all-running path, with
+    no event and nothing the cycle wrote onto the job)."""
     if _close_running_job(session, job):
-        return
+        # Closed again, it would find its phase Running (no event) and write the same status.
+        # A settled job is handed out without resetting what a cycle writes onto a job.
+        return not (job.nodes_fit_errors or job.unfit_tasks or job.job_fit_error
+                    or job.enqueue_message)
     invalid = session.invalid_jobs.get(job.uid)
     if invalid is not None:
         reason, message = invalid
@@ -191,7 +216,7 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
             job, "Unschedulable", reason=reason, message=message, now=now)
         job.job_fit_error = message
     podgroup = job.podgroup
-    before = session.podgroup_phase_before.get(job.uid)
+    before = session.phase_before(job.uid)
     podgroup.phase = podgroup_phase(session, job)
     podgroup.running = job.count(TaskStatus.RUNNING)
     podgroup.succeeded = job.count(TaskStatus.SUCCEEDED)
@@ -221,3 +246,4 @@ def _close_job(session: Session, job: JobInfo, now: str) -> None:
             session.sink.update_task_condition(
                 task, reason=reason, message=message, nominated_node=nominated_node(task)
             )
+    return False

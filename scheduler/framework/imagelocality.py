@@ -35,12 +35,30 @@ MAX_SCORE = 100
 class ImageTable:
     """Per image name: the size each node holds it with (0 = absent), and how many nodes do."""
 
+    @classmethod
+    def of(cls, table: NodeTable) -> ImageTable:
+        """The table's image columns: the last session's when no renewed node's images
+        changed (a node's images change only with its Node object), else built anew."""
+        carried = table.carried("images")
+        if carried is not None:
+            previous, rows = carried
+            if all(previous.row_images[i] == _node_images(table.nodes[i].name,
+                                                          table.nodes[i].node) for i in rows):
+                table.derived["images"] = previous
+                return previous
+        built = cls(table)
+        table.derived["images"] = built
+        return built
+
     def __init__(self, table: NodeTable) -> None:
         self.nodes = len(table)
         self.columns: dict[str, FloatArray] = {}
+        self.row_images: list[list[tuple[str, int]]] = []
         holders: dict[str, set[int]] = {}
         for row, node in enumerate(table.nodes):
-            for name, size in _node_images(node.name, node.node):
+            images = _node_images(node.name, node.node)
+            self.row_images.append(images)
+            for name, size in images:
                 column = self.columns.get(name)
                 if column is None:
                     column = np.zeros(self.nodes)

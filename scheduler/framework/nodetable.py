@@ -14,6 +14,7 @@ extra columns they fill (device summaries) are carried over the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +41,12 @@ class NodeTable:
         self.nodes = list(nodes)
         self.names = [node.name for node in self.nodes]
         self.index = {name: i for i, name in enumerate(self.names)}
-        scalars: set[str] = set(extra_dims)
+        named: set[str] = set()
         for node in self.nodes:
-            scalars.update(node.allocatable.scalars)
+            named.update(node.allocatable.scalars)
+        self.allocatable_scalars = frozenset(named)
+        """Scalar names some node's allocatable names (a sum over the nodes names these)."""
+        scalars = named | set(extra_dims)
         scalars.discard(PODS)
         self.dims: list[str] = [CPU, MEMORY, PODS, *sorted(scalars)]
         self.dim_index = {name: i for i, name in enumerate(self.dims)}
@@ -65,6 +69,9 @@ class NodeTable:
         self._previous: NodeTable | None = None
         """The table this one carried rows over from (until its row hooks are registered)."""
         self._renewed_rows: list[int] = []
+        self.derived: dict[str, Any] = {}
+        """Values derived from the rows (e.g. image sizes), kept for the next table to reuse
+        through :meth:`carried`; each must describe the rows as the snapshot gave them."""
         if (
             previous is not None
             and renewed is not None
@@ -85,6 +92,15 @@ class NodeTable:
             self.unschedulable[i] = node.unschedulable
             self.sync(i)
 
+    def carried(self, key: str) -> tuple[Any, list[int]] | None:
+        """The previous table's ``derived[key]`` and the rows renewed since (whose values it
+        may have wrong), or None when this table was built without a previous one."""
+        previous = self._previous
+        if previous is None:
+            return None
+        value = previous.derived.get(key)
+        return None if value is None else (value, self._renewed_rows)
+
     def _copy_columns(self, previous: NodeTable) -> None:
         """Start from ``previous``'s resource columns (same nodes, same dimensions)."""
         for name in ("allocatable", "idle", "used", "releasing", "pipelined", "future_idle"):
@@ -94,6 +110,19 @@ class NodeTable:
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+    def total_allocatable(self) -> Resource:
+        """The sum of every node's allocatable, as adding node by node gives it: from the
+        column sums when every value is integral (exact in any order), else node by node."""
+        columns = self.allocatable
+        if columns.size and np.any(np.mod(columns, 1.0)):
+            total = Resource()
+            for node in self.nodes:
+                total.add(node.allocatable)
+            return total
+        sums = columns.sum(axis=0) if columns.size else np.zeros(len(self.dims))
+        return Resource(float(sums[0]), float(sums[1]), {
+            name: float(sums[self.dim_index[name]]) for name in sorted(self.allocatable_scalars)})
 
     # -- rows -----------------------------------------------------------------------------
     def vector(self, resource: Resource) -> FloatArray:

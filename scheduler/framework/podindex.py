@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scheduler.api.node import NodeInfo
 from scheduler.api.podterms import PodAffinityTerm
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID
@@ -98,11 +99,7 @@ class PodIndex:
         self._unanchored_queries: list[CountQuery] = []
         self._carriers_by_anchor: dict[tuple[str, str], list[Carrier]] = {}
         self._unanchored_carriers: list[Carrier] = []
-        for node in table.nodes:
-            for task in node.tasks.values():
-                if task.spec.terms.carries_terms:
-                    self.carriers_present = True
-                    return
+        self.carriers_present = bool(_carrier_rows(table).any())
 
     # -- events ---------------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
@@ -265,6 +262,25 @@ class PodIndex:
             for c in candidates
             if c.kind == kind and c.pods > 0 and c.term.matches(namespace, label_map, ns_labels)
         ]
+
+
+def _carriers_on(node: NodeInfo) -> int:
+    return sum(1 for task in node.tasks.values() if task.spec.terms.carries_terms)
+
+
+def _carrier_rows(table: NodeTable) -> IntArray:
+    """Per row, the pods on the node (as the snapshot gave it) whose terms bind later pods;
+    carried from the last session's table, with only the renewed rows counted again."""
+    carried = table.carried("carriers")
+    if carried is not None:
+        rows = carried[0].copy()
+        for i in carried[1]:
+            rows[i] = _carriers_on(table.nodes[i])
+    else:
+        rows = np.fromiter((_carriers_on(node) for node in table.nodes), dtype=np.int64,
+                           count=len(table.nodes))
+    table.derived["carriers"] = rows
+    return rows
 
 
 _INDEXES: weakref.WeakKeyDictionary[Session, PodIndex] = weakref.WeakKeyDictionary()

@@ -20,6 +20,7 @@ import structlog
 
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
+from scheduler.api.podgroup import PHASE_RUNNING
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.status import Status
@@ -28,6 +29,7 @@ from scheduler.api.types import ALLOCATED_STATUS, JobID, QueueID, TaskStatus, Vo
 from scheduler.framework import hooks as h
 from scheduler.framework.interface import SessionSink
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.settled import Contribution
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.victims import (
     combine_evictable,
@@ -116,6 +118,16 @@ class Session:
         self.cursor = cursor
         """Rotating start row for node sampling, carried from session to session."""
         self.jobs: dict[JobID, JobInfo] = snapshot.jobs
+        self.snapshot = snapshot
+        self.settled: frozenset[JobID] = snapshot.settled
+        """Jobs whose close is known in advance (:mod:`scheduler.framework.settled`)."""
+        self.active_jobs: dict[JobID, JobInfo] = (
+            {uid: job for uid, job in self.jobs.items() if uid not in self.settled}
+            if self.settled else self.jobs)
+        """The jobs that are not settled, in ``jobs`` order: every job with a pending task or
+        a pending PodGroup is here."""
+        self.touched_jobs: set[JobID] = set()
+        """Jobs whose tasks or PodGroup this session changed."""
         self.queues: dict[QueueID, QueueInfo] = snapshot.queues
         self.node_list: list[NodeInfo] = snapshot.nodes
         self.nodes: dict[str, NodeInfo] = {node.name: node for node in snapshot.nodes}
@@ -130,9 +142,7 @@ class Session:
         self.touched_tasks = snapshot.touched_tasks
         """Copies this session changed; the cache renews them before the next session."""
         self.namespace_labels = snapshot.namespace_labels
-        self.total_resource = Resource()
-        for node in self.node_list:
-            self.total_resource.add(node.allocatable)
+        self.total_resource = self.table.total_allocatable()
         self.tiers = [list(tier) for tier in tiers]
         self.invalid_jobs: dict[JobID, tuple[str, str]] = {}
         self.plugin_seconds: dict[tuple[str, str], float] = {}
@@ -140,8 +150,9 @@ class Session:
         self.allocation_version = 0
         """Bumped on every in-session placement or eviction (a cache key for derived state)."""
         # Only the phase is compared at close; copying whole PodGroups here cost a clone per job.
+        # A settled job's phase is Running and stays so unless the session changes the job.
         self.podgroup_phase_before: dict[JobID, str] = {
-            uid: job.podgroup.phase for uid, job in self.jobs.items()}
+            uid: job.podgroup.phase for uid, job in self.active_jobs.items()}
         self._device_nodes: bool | None = None
         self._allocated_at_open: dict[JobID, Resource] = {}
         """Copies of ``JobInfo.allocated`` taken just before a job's first in-session change."""
@@ -165,7 +176,8 @@ class Session:
                 started = time.perf_counter()
                 entry.plugin.on_session_open(self)
                 self.time_plugin(entry, "OnSessionOpen", time.perf_counter() - started)
-        for job in list(self.jobs.values()):
+        # A settled job was valid at its last close and has not changed since.
+        for job in list(self.active_jobs.values()):
             verdict = self.job_valid(job)
             if verdict is not None:
                 self.invalid_jobs[job.uid] = verdict
@@ -195,6 +207,40 @@ class Session:
 
     def is_valid(self, job: JobInfo) -> bool:
         return job.uid not in self.invalid_jobs
+
+    def phase_before(self, uid: JobID) -> str | None:
+        """The job's PodGroup phase when the session opened (None: not a job then)."""
+        phase = self.podgroup_phase_before.get(uid)
+        if phase is None and uid in self.settled:
+            return PHASE_RUNNING
+        return phase
+
+    def closing_jobs(self) -> list[JobInfo]:
+        """The jobs whose close must be derived: all but the settled jobs left untouched."""
+        if not self.settled:
+            return list(self.jobs.values())
+        touched = self.touched_jobs & self.settled
+        if not touched:
+            return list(self.active_jobs.values())
+        return [job for uid, job in self.jobs.items()
+                if uid not in self.settled or uid in touched]
+
+    def settled_totals(
+        self, name: str, contribution: Contribution, *, width: int
+    ) -> tuple[dict[QueueID, list[Resource]], list[JobInfo]]:
+        """Per-queue sums of ``contribution`` over the settled jobs, and the jobs the caller
+        must add itself: the active ones and the settled ones whose contribution is not kept
+        (in ``jobs`` order). Without kept sums, every job is the caller's."""
+        store = self.snapshot.settled_sums
+        if store is None or not self.settled:
+            return {}, list(self.jobs.values())
+        totals, loose = store.totals(name, jobs=self.jobs, contribution=contribution,
+                                     width=width)
+        loose_ids = {job.uid for job in loose}
+        if not loose_ids:
+            return totals, list(self.active_jobs.values())
+        return totals, [job for uid, job in self.jobs.items()
+                        if uid not in self.settled or uid in loose_ids]
 
     # -- orders (first non-zero) ----------------------------------------------------------
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
@@ -340,6 +386,7 @@ class Session:
         self.allocation_version += 1
         self.touched_tasks.add(task.uid)
         self.touched_nodes.add(node.name)
+        self.touched_jobs.add(job.uid)
         self._keep_allocated_at_open(job)
         job.update_task_status(task, status)
         task.node_name = node.name
@@ -358,6 +405,7 @@ class Session:
         self.allocation_version += 1
         self.touched_tasks.add(task.uid)
         self.touched_nodes.add(task.node_name)
+        self.touched_jobs.add(task.job)
         node = self.nodes.get(task.node_name)
         if node is not None:
             node.remove_task(task)
@@ -374,6 +422,7 @@ class Session:
         self.allocation_version += 1
         self.touched_tasks.add(task.uid)
         self.touched_nodes.add(task.node_name)
+        self.touched_jobs.add(task.job)
         node = self.nodes[task.node_name]
         node.remove_task(task)
         self._keep_allocated_at_open(self.jobs[task.job])
@@ -397,6 +446,7 @@ class Session:
     def update_podgroup_condition(self, job: JobInfo, kind: str, *, reason: str, message: str,
                                   now: str) -> None:
         """Set the PodGroup condition ``kind`` (status True), stamped with this session."""
+        self.touched_jobs.add(job.uid)
         condition = {"type": kind, "status": "True", "transitionID": self.uid,
                      "lastTransitionTime": now, "reason": reason, "message": message}
         conditions = job.podgroup.conditions

@@ -2,7 +2,8 @@
 
 Besides the copies, a snapshot carries what lets the next one be incremental: the node table
 of the previous cycle and the nodes whose rows changed since, and it records which nodes and
-tasks its session touched (those copies are renewed before they are handed out again).
+tasks its session touched (those copies are renewed before they are handed out again), and
+which jobs are settled (their close is known in advance, so a cycle need not visit them).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from scheduler.api.types import JobID, QueueID, TaskID
 
 if TYPE_CHECKING:
     from scheduler.framework.nodetable import NodeTable
+    from scheduler.framework.settled import SettledStore
 
 __all__ = ["Snapshot"]
 
@@ -39,3 +41,12 @@ class Snapshot:
     touched_nodes: set[str] = field(default_factory=set)
     touched_tasks: set[TaskID] = field(default_factory=set)
     """Filled by the session on every placement, eviction and undo."""
+    settled: frozenset[JobID] = frozenset()
+    """Jobs known to close exactly as they closed last cycle: every task runs, nothing about
+    them changed since, and their last close wrote nothing new (see
+    :mod:`scheduler.framework.settled`). Sessions skip them where the outcome is known."""
+    settled_sums: SettledStore | None = None
+    """Per-queue sums over settled jobs kept from cycle to cycle (None: none kept)."""
+    steady_after_close: frozenset[JobID] | None = None
+    """Set by the session's close: the jobs that will close the same way next cycle unless
+    something changes them (None: the session did not close)."""

@@ -47,6 +47,9 @@ STEPS = (
     "delete_node",
     "discarded_session",
     "pipelined_session",
+    "delete_podgroup",
+    "readd_podgroup",
+    "queue_change",
 )
 
 
@@ -105,6 +108,7 @@ def assert_same(cache: SchedulerCache, conf: SchedulerConf) -> Session:
     incremental = cache.snapshot()
     full = cache.full_snapshot()
     assert picture(incremental) == picture(full)
+    assert list(incremental.jobs) == list(full.jobs)  # job order breaks ties in sessions
     cached_nodes = {id(node) for node in cache.nodes.values()}
     cached_tasks = {id(task) for task in cache.tasks.values()}
     assert not any(id(node) in cached_nodes for node in incremental.nodes)
@@ -203,6 +207,23 @@ class World:
             node["status"]["allocatable"]["cpu"] = rng.choice(("4", "8", "16"))
             node.setdefault("spec", {})["unschedulable"] = rng.random() < 0.2
             self._modify(node)
+        elif kind in ("delete_podgroup", "readd_podgroup"):
+            groups = sorted(self.sim.objects.get("PodGroup", {}))
+            if groups:
+                podgroup = self.sim.objects["PodGroup"].pop(rng.choice(groups))
+                self.cache.apply("DELETED", "PodGroup", podgroup)
+                if kind == "readd_podgroup":  # same name again: it moves to the end
+                    self._add(podgroup)
+        elif kind == "queue_change":  # a new queue, or a PodGroup moved to a missing one
+            if rng.random() < 0.5:
+                self._add({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                           "metadata": {"name": name}, "spec": {"weight": 1}})
+            groups = sorted(self.sim.objects.get("PodGroup", {}))
+            if groups:
+                podgroup = self.sim.objects["PodGroup"][rng.choice(groups)]
+                podgroup["spec"]["queue"] = rng.choice(
+                    [q for q in self.sim.objects.get("Queue", {})] + ["missing"])
+                self._modify(podgroup)
         elif kind == "add_node":
             self._add(make_node(name, cpu=rng.choice(("2", "8"))) if rng.random() < 0.6
                       else gpu_node(name))
