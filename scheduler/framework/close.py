@@ -24,7 +24,7 @@ from scheduler.api.podgroup import (
 from scheduler.api.resource import Resource
 from scheduler.api.status import ALL_NODES_UNAVAILABLE
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, JobID, TaskStatus
+from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, JobID, QueueID, TaskStatus
 from scheduler.framework.session import Session
 
 __all__ = [
@@ -131,39 +131,55 @@ def queue_allocations(session: Session) -> dict[str, Resource]:
 
     Without device nodes a job's running total stands for its tasks, so the cost is per job
     rather than per task; a queue with a job whose total is not exact (``allocated_exact``)
-    is summed task by task, in the order a full computation adds them.
+    is summed task by task, in the order a full computation adds them. With device nodes
+    every job is summed task by task, settled jobs' sums kept from earlier cycles.
     """
     allocated: dict[str, Resource] = {uid: Resource() for uid in session.queues}
-    with_devices = session.has_device_nodes()
-    by_task: set[str] = set(allocated) if with_devices else set()
-    if not with_devices:
-        kept, jobs = session.settled_totals("close.allocated", _exact_allocated, width=1)
-        for queue_uid, sums in kept.items():
-            kept_total = allocated.get(queue_uid)
-            if kept_total is not None:
-                kept_total.add(sums[0])
+    if session.has_device_nodes():
+        kept, jobs = session.settled_totals(
+            "close.allocated-devices", lambda job: (_held(session, job, Resource()),), width=1)
+        _add_kept(allocated, kept)
         for job in jobs:
             total = allocated.get(job.queue)
-            if total is None or job.queue in by_task:
-                continue
-            if job.allocated_exact():
-                total.add(job.allocated)
-            else:
-                by_task.add(job.queue)
+            if total is not None:
+                _held(session, job, total)
+        return allocated
+    by_task: set[str] = set()
+    kept, jobs = session.settled_totals("close.allocated", _exact_allocated, width=1)
+    _add_kept(allocated, kept)
+    for job in jobs:
+        total = allocated.get(job.queue)
+        if total is None or job.queue in by_task:
+            continue
+        if job.allocated_exact():
+            total.add(job.allocated)
+        else:
+            by_task.add(job.queue)
     for uid in by_task:
         allocated[uid] = Resource()
     if by_task:
         for job in session.jobs.values():
-            if job.queue not in by_task:
-                continue
-            total = allocated[job.queue]
-            for task in job.tasks_in(ALLOCATED_STATUS):
-                total.add(task.resreq)
-                node = session.nodes.get(task.node_name)
-                if node is not None and node.others:
-                    # vGPU memory and cores are held per card, not requested; Volcano adds them
-                    total.add(queue_device_usage(node, task))
+            if job.queue in by_task:
+                _held(session, job, allocated[job.queue])
     return allocated
+
+
+def _add_kept(allocated: dict[str, Resource], kept: dict[QueueID, list[Resource]]) -> None:
+    for uid, sums in kept.items():
+        total = allocated.get(uid)
+        if total is not None:
+            total.add(sums[0])
+
+
+def _held(session: Session, job: JobInfo, total: Resource) -> Resource:
+    """Add to ``total`` what ``job``'s allocated tasks hold, task by task; return it."""
+    for task in job.tasks_in(ALLOCATED_STATUS):
+        total.add(task.resreq)
+        node = session.nodes.get(task.node_name)
+        if node is not None and node.others:
+            # vGPU memory and cores are held per card, not requested; Volcano adds them
+            total.add(queue_device_usage(node, task))
+    return total
 
 
 def _exact_allocated(job: JobInfo) -> tuple[Resource] | None:

@@ -229,18 +229,19 @@ class Session:
         self, name: str, contribution: Contribution, *, width: int
     ) -> tuple[dict[QueueID, list[Resource]], list[JobInfo]]:
         """Per-queue sums of ``contribution`` over the settled jobs, and the jobs the caller
-        must add itself: the active ones and the settled ones whose contribution is not kept
-        (in ``jobs`` order). Without kept sums, every job is the caller's."""
+        must add itself: the active ones, the settled ones whose contribution is not kept and
+        those this session changed (in ``jobs`` order). Without kept sums, every job is the
+        caller's. A contribution read at close sees the session's changes this way."""
         store = self.snapshot.settled_sums
         if store is None or not self.settled:
             return {}, list(self.jobs.values())
-        totals, loose = store.totals(name, jobs=self.jobs, contribution=contribution,
-                                     width=width)
-        loose_ids = {job.uid for job in loose}
-        if not loose_ids:
+        touched = self.touched_jobs & self.settled
+        totals, left = store.totals(name, jobs=self.jobs, contribution=contribution,
+                                    width=width, exclude=touched)
+        if not left:
             return totals, list(self.active_jobs.values())
         return totals, [job for uid, job in self.jobs.items()
-                        if uid not in self.settled or uid in loose_ids]
+                        if uid not in self.settled or uid in left]
 
     # -- orders (first non-zero) ----------------------------------------------------------
     def job_order(self, left: JobInfo, right: JobInfo) -> int:

@@ -94,6 +94,11 @@ class QueueSums:
                     names.pop(name, None)
                     totals.pop(name, None)
 
+    def copy(self) -> QueueSums:
+        return QueueSums(cpu=list(self.cpu), memory=list(self.memory),
+                         scalars=[dict(d) for d in self.scalars],
+                         names=[dict(d) for d in self.names])
+
     def resources(self) -> list[Resource]:
         return [Resource(cpu, memory, dict(scalars))
                 for cpu, memory, scalars in zip(self.cpu, self.memory, self.scalars,
@@ -159,8 +164,11 @@ class SettledStore:
         jobs: Mapping[JobID, JobInfo],
         contribution: Contribution,
         width: int,
-    ) -> tuple[dict[QueueID, list[Resource]], list[JobInfo]]:
-        """``(queue → copies of the sums, settled jobs the caller must add itself)``."""
+        exclude: Iterable[JobID] = (),
+    ) -> tuple[dict[QueueID, list[Resource]], set[JobID]]:
+        """``(queue → copies of the sums, settled jobs the caller must add itself)``; the
+        jobs in ``exclude`` (settled jobs a session changed) are taken out of the copies and
+        left to the caller too."""
         kept = self.sums.get(name)
         if kept is not None and kept.width == width and kept.generation == self.generation - 1:
             kept.update(entered=self.entered, left=self.left, jobs=jobs,
@@ -171,5 +179,15 @@ class SettledStore:
             kept = self.sums[name] = SettledSums(width=width)
             kept.update(entered=self.settled, left=(), jobs=jobs, contribution=contribution)
         kept.generation = self.generation
-        copies = {uid: q.resources() for uid, q in kept.queues.items()}
-        return copies, [jobs[uid] for uid in kept.loose]
+        queues = kept.queues
+        left = set(kept.loose)
+        for uid in exclude:
+            entry = kept.parts.get(uid)
+            if entry is not None:
+                if queues is kept.queues:
+                    queues = dict(queues)
+                if queues[entry[0]] is kept.queues[entry[0]]:
+                    queues[entry[0]] = queues[entry[0]].copy()
+                queues[entry[0]].change(entry[1], -1)
+            left.add(uid)
+        return {uid: q.resources() for uid, q in queues.items()}, left
