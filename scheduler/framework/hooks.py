@@ -87,7 +87,10 @@ class QueueOrder(Protocol):
 @runtime_checkable
 class JobValid(Protocol):
     def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
-        """``None`` when valid, else ``(reason, message)`` for the PodGroup condition."""
+        """``None`` when valid, else ``(reason, message)`` for the PodGroup condition.
+
+        A function of the job alone: a settled job (unchanged since it was found valid) is
+        not asked again (:mod:`scheduler.framework.settled`)."""
 
 
 @runtime_checkable
