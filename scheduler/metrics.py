@@ -100,7 +100,8 @@ QUEUE_WEIGHT = _gauge("queue_weight", "Weight of the queue", ("queue_name",))
 QUEUE_OVERUSED = _gauge("queue_overused", "Whether the queue is overused (1) or not (0)",
                         ("queue_name",))
 
-_known_jobs: set[str] = set()
+_known_jobs: dict[str, int] = {}
+"""Job name → the unschedulable task count last published for it."""
 _known_scalars: dict[str, set[tuple[str, str]]] = {}
 
 
@@ -162,12 +163,13 @@ def set_unschedulable(tasks_by_job: Mapping[str, int]) -> None:
     label) to the tasks its gang still lacks, 0 for a ready job; jobs counted with more than
     0 make ``volcano_unschedule_job_count``. Series of jobs no longer present are dropped.
     """
-    for job in _known_jobs - set(tasks_by_job):
+    for job in _known_jobs.keys() - tasks_by_job.keys():
         UNSCHEDULE_TASKS.remove(job)
+        del _known_jobs[job]
     for job, count in tasks_by_job.items():
-        UNSCHEDULE_TASKS.labels(job_id=job).set(count)
-    _known_jobs.clear()
-    _known_jobs.update(tasks_by_job)
+        if _known_jobs.get(job) != count:  # only what changed: most jobs keep their count
+            UNSCHEDULE_TASKS.labels(job_id=job).set(count)
+            _known_jobs[job] = count
     UNSCHEDULE_JOBS.set(sum(1 for count in tasks_by_job.values() if count > 0))
 
 

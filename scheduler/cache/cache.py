@@ -36,6 +36,7 @@ from scheduler.cache.binder import BindPool
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.intern import StringTable
 from scheduler.cache.jobs import assemble_jobs
+from scheduler.cache.queueusage import QueueUsage
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.snapshot import SnapshotPool
 from scheduler.cache.status import StatusRecorder
@@ -108,7 +109,15 @@ class SchedulerCache(CacheWrites):
         there are being evicted); names the preemptor on the victims' Evict events."""
         self.unready: dict[JobID, tuple[str, int]] = {}
         """Job → (PodGroup name, tasks its gang still lacks) as of its last close (a settled
-        job keeps its entry); a deleted or orphaned PodGroup or an invalid job has none."""
+        job keeps its entry); a deleted or orphaned PodGroup or an invalid job has none.
+        Changed through :meth:`set_unready` only."""
+        self.unready_by_name: dict[str, int] = {}
+        """PodGroup name → the sum of ``unready`` over the jobs of that name (Volcano labels
+        the metric by name alone), for every name some job in ``unready`` has."""
+        self._unready_jobs: dict[str, int] = {}
+        """PodGroup name → how many jobs of that name ``unready`` holds."""
+        self.usage = QueueUsage()
+        """Per-queue requests and allocations of the cached pods, moved on every change."""
         self._writes: deque[Callable[[], None]] = deque()
         self.committed_binds = 0
         """Tasks committed for binding since the cycle metrics last took the count."""
@@ -243,7 +252,30 @@ class SchedulerCache(CacheWrites):
         uid = (pod.get("metadata") or {}).get("uid") or key
         return self.tasks.get(TaskID(str(uid)))
 
+    def _queue_of(self, task: TaskInfo) -> str:
+        podgroup = self.podgroups.get(task.job)
+        return podgroup.queue if podgroup is not None else ""
+
+    def set_unready(self, uid: JobID, entry: tuple[str, int] | None) -> None:
+        """Record (or with None drop) a job's unready count, keeping the sums by name."""
+        old = self.unready.pop(uid, None)
+        if old is not None:
+            name, count = old
+            jobs = self._unready_jobs[name] - 1
+            if jobs:
+                self._unready_jobs[name] = jobs
+                self.unready_by_name[name] -= count
+            else:
+                del self._unready_jobs[name]
+                del self.unready_by_name[name]
+        if entry is not None:
+            name, count = entry
+            self.unready[uid] = entry
+            self._unready_jobs[name] = self._unready_jobs.get(name, 0) + 1
+            self.unready_by_name[name] = self.unready_by_name.get(name, 0) + count
+
     def _add_task(self, task: TaskInfo) -> None:
+        self.usage.change(task, self._queue_of(task), +1)
         self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks[task.uid] = task
         self.tasks_by_job.setdefault(task.job, {})[task.uid] = task
@@ -254,6 +286,7 @@ class SchedulerCache(CacheWrites):
                 node.add_task(task)
 
     def _remove_task(self, task: TaskInfo) -> None:
+        self.usage.change(task, self._queue_of(task), -1)
         self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks.pop(task.uid, None)
         members = self.tasks_by_job.get(task.job)
@@ -275,9 +308,15 @@ class SchedulerCache(CacheWrites):
         if deleted or old != podgroup:
             # The echo of a status this scheduler wrote changes nothing a job reads.
             self.pool.dirty_jobs.add(uid)
+        old_queue = old.queue if old is not None else ""
+        new_queue = "" if deleted else podgroup.queue
+        if old_queue != new_queue:  # its pods count for another queue (or none) now
+            for task in self.tasks_by_job.get(uid, {}).values():
+                self.usage.change(task, old_queue, -1)
+                self.usage.change(task, new_queue, +1)
         if deleted:
             self.podgroups.pop(uid, None)
-            self.unready.pop(uid, None)
+            self.set_unready(uid, None)
             return
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
@@ -355,7 +394,7 @@ class SchedulerCache(CacheWrites):
                                       previous=None if last is None else last.jobs)
             snapshot.settled = self.pool.steady
             for uid in self.orphans:  # out of every session: no count for them
-                self.unready.pop(uid, None)
+                self.set_unready(uid, None)
             self.pool.sums.advance(self.pool.steady)
             snapshot.settled_sums = self.pool.sums
             self.pool.jobs = snapshot.jobs
@@ -391,10 +430,7 @@ class SchedulerCache(CacheWrites):
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None
     ) -> None:
         with self.lock:
-            if unready is not None:
-                self.unready[job.uid] = (job.name, unready)
-            else:
-                self.unready.pop(job.uid, None)
+            self.set_unready(job.uid, None if unready is None else (job.name, unready))
             cached = self.podgroups.get(job.uid)
             if cached is not None:
                 cached.phase = job.podgroup.phase

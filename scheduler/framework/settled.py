@@ -36,7 +36,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.resource import Resource
 from scheduler.api.types import JobID, QueueID
 
-__all__ = ["Contribution", "QueueSums", "SettledStore", "SettledSums"]
+__all__ = ["Contribution", "Flat", "QueueSums", "SettledStore", "SettledSums", "flatten"]
 
 Contribution = Callable[[JobInfo], "Sequence[Resource] | None"]
 """A job's part of each sum (same length for every job), or None to leave the job to the
@@ -48,7 +48,7 @@ Flat = tuple[float, float, tuple[tuple[str, float], ...]]
 objects, which a later session may change)."""
 
 
-def _flatten(parts: Sequence[Resource]) -> tuple[Flat, ...] | None:
+def flatten(parts: Sequence[Resource]) -> tuple[Flat, ...] | None:
     """The parts as plain numbers, or None when a value is not integral."""
     out = []
     for r in parts:
@@ -127,7 +127,7 @@ class SettledSums:
         for uid in entered:
             job = jobs[uid]
             parts = contribution(job)
-            flat = None if parts is None else _flatten(parts)
+            flat = None if parts is None else flatten(parts)
             if flat is None:
                 self.loose.add(uid)
                 continue

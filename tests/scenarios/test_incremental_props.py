@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from plugins import PLUGINS
-from scheduler.api.types import TaskStatus
+from scheduler.api.resource import Resource
+from scheduler.api.types import COMPLETED_STATUS, TaskStatus
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
@@ -103,8 +104,35 @@ def table_columns(session: Session) -> dict[str, Any]:
         f"column {name}": values.copy() for name, values in table.columns.items()}
 
 
+def assert_usage(cache: SchedulerCache) -> None:
+    """The cache's kept queue sums, pending index and unready-by-name against a recount."""
+    request: dict[str, Resource] = {}
+    allocated: dict[str, Resource] = {}
+    pending = set()
+    for task in cache.tasks.values():
+        podgroup = cache.podgroups.get(task.job)
+        queue = podgroup.queue if podgroup is not None else ""
+        if task.status is TaskStatus.PENDING and task.job:
+            pending.add(task.uid)
+        if queue and not task.status & COMPLETED_STATUS:
+            request.setdefault(queue, Resource()).add(task.resreq)
+            if task.node_name:
+                allocated.setdefault(queue, Resource()).add(task.resreq)
+    kept_request, kept_allocated = cache.usage.totals(lambda: cache.tasks.values(),
+                                                      cache._queue_of)
+    for queue in kept_request.keys() | request.keys():
+        assert kept_request.get(queue, Resource()) == request.get(queue, Resource()), queue
+        assert kept_allocated.get(queue, Resource()) == allocated.get(queue, Resource()), queue
+    assert set(cache.usage.pending) == pending
+    by_name: dict[str, int] = {}
+    for name, count in cache.unready.values():
+        by_name[name] = by_name.get(name, 0) + count
+    assert cache.unready_by_name == by_name
+
+
 def assert_same(cache: SchedulerCache, conf: SchedulerConf) -> Session:
     """Compare an incremental snapshot with a full one; return the incremental session."""
+    assert_usage(cache)
     incremental = cache.snapshot()
     full = cache.full_snapshot()
     assert picture(incremental) == picture(full)

@@ -14,7 +14,6 @@ from typing import Any
 
 from scheduler import metrics
 from scheduler.api.resource import Resource
-from scheduler.api.types import COMPLETED_STATUS, TaskStatus
 
 __all__ = ["record_cycle"]
 
@@ -40,25 +39,15 @@ def record_cycle(stats: Any, cache: Any) -> None:
         # Binds leave from workers and a task may stay Binding for several cycles: count the
         # tasks this cycle committed, not the ones still Binding.
         scheduled, cache.committed_binds = cache.committed_binds, 0
-        allocated: dict[str, Resource] = {}
-        request: dict[str, Resource] = {}
-        for task in cache.tasks.values():
-            podgroup = cache.podgroups.get(task.job)
-            queue = podgroup.queue if podgroup is not None else ""
-            if task.status is TaskStatus.PENDING and task.job:
-                reason = cache.status.pod_conditions.get(task.key, ("", ""))[0]
-                if reason in UNSCHEDULABLE_REASONS:
-                    unschedulable[str(task.job)] += 1
-            if not queue or task.status & COMPLETED_STATUS:
-                continue
-            request.setdefault(queue, Resource()).add(task.resreq)
-            if task.node_name:
-                allocated.setdefault(queue, Resource()).add(task.resreq)
+        for task in cache.usage.pending.values():
+            reason = cache.status.pod_conditions.get(task.key, ("", ""))[0]
+            if reason in UNSCHEDULABLE_REASONS:
+                unschedulable[str(task.job)] += 1
+        # Kept by the cache as pods change, not summed here: a cycle costs what changed.
+        request, allocated = cache.usage.totals(lambda: cache.tasks.values(), cache._queue_of)
         queues = [(queue.name, queue.weight, queue.capability) for queue in cache.queues.values()]
-        unready: dict[str, int] = {}
-        for name, count in cache.unready.values():
-            # Volcano labels by PodGroup name alone; same-named jobs in two namespaces add up.
-            unready[name] = unready.get(name, 0) + count
+        # Volcano labels by PodGroup name alone; same-named jobs in two namespaces add up.
+        unready = dict(cache.unready_by_name)
     metrics.count_schedule_attempts("scheduled", scheduled)
     metrics.count_schedule_attempts("unschedulable", len(unschedulable))
     metrics.set_unschedulable(unready)
