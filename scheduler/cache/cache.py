@@ -464,8 +464,8 @@ class SchedulerCache(CacheWrites):
                     continue
                 message = (f"queue {podgroup.queue} of PodGroup {uid} does not exist; "
                            f"create it or change spec.queue")
-                for task in self.tasks.values():
-                    if task.job == uid and task.status is TaskStatus.PENDING:
+                for task in list(self.tasks_by_job.get(uid, {}).values()):
+                    if task.status is TaskStatus.PENDING:
                         self.status.update_task_condition(task, reason="Unschedulable",
                                                           message=message)
 
