@@ -117,7 +117,8 @@ class SchedulerCache(CacheWrites):
         self._unready_jobs: dict[str, int] = {}
         """PodGroup name → how many jobs of that name ``unready`` holds."""
         self.usage = QueueUsage()
-        """Per-queue requests and allocations of the cached pods, moved on every change."""
+        """Per-queue requests and allocations of the cached pods, moved on every change once
+        the cycle metrics first read them."""
         self._writes: deque[Callable[[], None]] = deque()
         self.committed_binds = 0
         """Tasks committed for binding since the cycle metrics last took the count."""
@@ -275,7 +276,8 @@ class SchedulerCache(CacheWrites):
             self.unready_by_name[name] = self.unready_by_name.get(name, 0) + count
 
     def _add_task(self, task: TaskInfo) -> None:
-        self.usage.change(task, self._queue_of(task), +1)
+        if self.usage.active:
+            self.usage.change(task, self._queue_of(task), +1)
         self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks[task.uid] = task
         self.tasks_by_job.setdefault(task.job, {})[task.uid] = task
@@ -286,7 +288,8 @@ class SchedulerCache(CacheWrites):
                 node.add_task(task)
 
     def _remove_task(self, task: TaskInfo) -> None:
-        self.usage.change(task, self._queue_of(task), -1)
+        if self.usage.active:
+            self.usage.change(task, self._queue_of(task), -1)
         self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks.pop(task.uid, None)
         members = self.tasks_by_job.get(task.job)
@@ -310,7 +313,7 @@ class SchedulerCache(CacheWrites):
             self.pool.dirty_jobs.add(uid)
         old_queue = old.queue if old is not None else ""
         new_queue = "" if deleted else podgroup.queue
-        if old_queue != new_queue:  # its pods count for another queue (or none) now
+        if old_queue != new_queue and self.usage.active:  # its pods count elsewhere now
             for task in self.tasks_by_job.get(uid, {}).values():
                 self.usage.change(task, old_queue, -1)
                 self.usage.change(task, new_queue, +1)

@@ -6,6 +6,9 @@ ones on a node for the allocation. Summing 100,000 pods each cycle costs more th
 so the cache moves these sums on every change of a cached task (its ``_add_task`` /
 ``_remove_task``, which every change goes through) and of a PodGroup's queue.
 
+Only ``lahar run`` publishes these gauges, so the sums are kept from the first time they are
+read (:meth:`QueueUsage.activate`, one pass over the pods) and cost nothing before.
+
 The sums are exact: a task whose request has a non-integral value is not added but counted,
 and a queue with such tasks is summed task by task when read (float sums of integral values
 do not depend on the order; others might). Pending pods are indexed too, for the count of
@@ -35,6 +38,15 @@ class QueueUsage:
     """Queue name → how many of its tasks have a non-integral request."""
     pending: dict[TaskID, TaskInfo] = field(default_factory=dict)
     """Cached tasks that are Pending and belong to a job."""
+    active: bool = False
+    """Whether the sums are kept (callers skip :meth:`change` until then)."""
+
+    def activate(self, tasks: Iterable[TaskInfo], queue_of: Callable[[TaskInfo], str]) -> None:
+        """Start keeping the sums, from the cached ``tasks`` as they are now."""
+        self.sums, self.inexact, self.pending = {}, {}, {}
+        self.active = True
+        for task in tasks:
+            self.change(task, queue_of(task), +1)
 
     def change(self, task: TaskInfo, queue: str, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) ``task`` as a member of ``queue`` ("" = none)."""

@@ -118,6 +118,8 @@ def assert_usage(cache: SchedulerCache) -> None:
             request.setdefault(queue, Resource()).add(task.resreq)
             if task.node_name:
                 allocated.setdefault(queue, Resource()).add(task.resreq)
+    if not cache.usage.active:
+        cache.usage.activate(cache.tasks.values(), cache._queue_of)
     kept_request, kept_allocated = cache.usage.totals(lambda: cache.tasks.values(),
                                                       cache._queue_of)
     for queue in kept_request.keys() | request.keys():

@@ -39,6 +39,8 @@ def record_cycle(stats: Any, cache: Any) -> None:
         # Binds leave from workers and a task may stay Binding for several cycles: count the
         # tasks this cycle committed, not the ones still Binding.
         scheduled, cache.committed_binds = cache.committed_binds, 0
+        if not cache.usage.active:
+            cache.usage.activate(cache.tasks.values(), cache._queue_of)
         for task in cache.usage.pending.values():
             reason = cache.status.pod_conditions.get(task.key, ("", ""))[0]
             if reason in UNSCHEDULABLE_REASONS:
