@@ -56,6 +56,9 @@ class NodeTable:
         self.pod_count = np.zeros(n)
         self.unschedulable = np.zeros(n, dtype=bool)
         self.row_hooks: list[RowHook] = []
+        self.changed_rows: list[int] = []
+        """Every row :meth:`sync` rewrote, in order (repeats kept): a cache of values derived
+        from rows catches up by reading on from where it last stopped."""
         self.columns: dict[str, FloatArray] = {}
         """Extra per-node columns maintained by row hooks (e.g. device summaries)."""
         self._label_codes: dict[str, tuple[IntArray, dict[str, int]]] = {}
@@ -108,8 +111,10 @@ class NodeTable:
         return row
 
     def sync(self, i: int) -> None:
-        """Copy node ``i``'s accounting into the columns; call after every task change."""
+        """Copy node ``i``'s accounting into the columns; call after every task change (the
+        resource columns change only here)."""
         node = self.nodes[i]
+        self.changed_rows.append(i)
         self.idle[i] = self.vector(node.idle)
         self.used[i] = self.vector(node.used)
         self.releasing[i] = self.vector(node.releasing)
