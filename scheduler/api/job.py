@@ -56,6 +56,9 @@ class JobInfo:
     preemptable: bool = False
     inexact_requests: int = 0
     """Tasks whose request has a non-integral value (their sums depend on the order)."""
+    best_effort_tasks: int = 0
+    """Tasks that request nothing, in any status: while there are none, readiness checks
+    (several per job comparison in the job-order heap) need not look at pending tasks."""
 
     @property
     def creation(self) -> float:
@@ -74,6 +77,8 @@ class JobInfo:
             self.allocated.add(task.resreq)
         if not integral(task.resreq):
             self.inexact_requests += 1
+        if task.best_effort:
+            self.best_effort_tasks += 1
 
     def delete_task(self, task: TaskInfo) -> None:
         existing = self.tasks.pop(task.uid, None)
@@ -85,6 +90,8 @@ class JobInfo:
             self.allocated.sub(existing.resreq)
         if not integral(existing.resreq):
             self.inexact_requests -= 1
+        if existing.best_effort:
+            self.best_effort_tasks -= 1
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` (the job's own object) to ``status``, keeping counters in step."""
@@ -197,6 +204,8 @@ class JobInfo:
         return self.count(_VALID_STATUS)
 
     def pending_best_effort_num(self) -> int:
+        if not self.best_effort_tasks:
+            return 0
         return sum(
             1 for t in self.task_status_index.get(TaskStatus.PENDING, {}).values() if t.best_effort
         )
