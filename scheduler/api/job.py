@@ -30,6 +30,9 @@ QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 """Volcano's own scheduling gate, lifted once the queue has room; pods held only by it are
 still counted in their job's inqueue reservation."""
 
+_ALLOCATED: int = ALLOCATED_STATUS._value_
+"""The allocated statuses' bits: testing an int is cheap, ``Flag.__and__`` builds a member in
+Python (and these tests run on every task status change)."""
 _VALID_STATUS = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
 
 
@@ -73,7 +76,7 @@ class JobInfo:
         self.tasks[task.uid] = task
         self.task_status_index.setdefault(task.status, {})[task.uid] = task
         self.total_request.add(task.resreq)
-        if task.status & ALLOCATED_STATUS:
+        if task.status._value_ & _ALLOCATED:
             self.allocated.add(task.resreq)
         if not integral(task.resreq):
             self.inexact_requests += 1
@@ -86,7 +89,7 @@ class JobInfo:
             return
         self.task_status_index.get(existing.status, {}).pop(existing.uid, None)
         self.total_request.sub(existing.resreq)
-        if existing.status & ALLOCATED_STATUS:
+        if existing.status._value_ & _ALLOCATED:
             self.allocated.sub(existing.resreq)
         if not integral(existing.resreq):
             self.inexact_requests -= 1
@@ -99,8 +102,8 @@ class JobInfo:
         if old is status:
             return
         self.task_status_index.get(old, {}).pop(task.uid, None)
-        was_allocated = bool(old & ALLOCATED_STATUS)
-        now_allocated = bool(status & ALLOCATED_STATUS)
+        was_allocated = bool(old._value_ & _ALLOCATED)
+        now_allocated = bool(status._value_ & _ALLOCATED)
         if was_allocated and not now_allocated:
             self.allocated.sub(task.resreq)
         elif now_allocated and not was_allocated:
