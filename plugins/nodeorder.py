@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scheduler.api.node import Taint
+from scheduler.api.pod import Toleration
 from scheduler.api.resource import CPU, MEMORY
 from scheduler.api.task import TaskInfo
 from scheduler.framework.arguments import arg
@@ -83,6 +85,9 @@ class NodeOrder(PodIndexUser, PluginBase[NodeOrderArgs]):
         super().__init__(args)
         self._images: ImageTable | None = None
         self._resource: ResourceScores | None = None
+        self._taint_table: NodeTable | None = None
+        self._intolerable: dict[tuple[Toleration, ...], FloatArray] = {}
+        """Per set of tolerations, :func:`_intolerable_counts` on ``_taint_table``'s groups."""
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
@@ -127,19 +132,29 @@ class NodeOrder(PodIndexUser, PluginBase[NodeOrderArgs]):
 
     def _taint_scores(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         group_ids, groups = table.taint_groups()
-        tolerations = [t for t in task.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
-        per_group = np.array(
-            [
-                sum(
-                    1
-                    for taint in taints
-                    if taint.effect == "PreferNoSchedule"
-                    and not any(
-                        t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations
-                    )
-                )
-                for taints in groups
-            ],
-            dtype=float,
-        )
+        if self._taint_table is not table:  # groups are fixed for a table's life
+            self._taint_table, self._intolerable = table, {}
+        per_group = self._intolerable.get(task.spec.tolerations)
+        if per_group is None:
+            per_group = self._intolerable[task.spec.tolerations] = _intolerable_counts(
+                task, groups)
+        if not per_group.any():  # what _normalise gives when no candidate has one
+            return np.full(len(candidates), MAX_SCORE)
         return _normalise(per_group[group_ids[candidates]], reverse=True)
+
+
+def _intolerable_counts(task: TaskInfo, groups: list[tuple[Taint, ...]]) -> FloatArray:
+    """Per taint group, how many ``PreferNoSchedule`` taints the pod does not tolerate."""
+    tolerations = [t for t in task.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
+    return np.array(
+        [
+            sum(
+                1
+                for taint in taints
+                if taint.effect == "PreferNoSchedule"
+                and not any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations)
+            )
+            for taints in groups
+        ],
+        dtype=float,
+    )

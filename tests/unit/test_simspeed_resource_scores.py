@@ -140,3 +140,27 @@ def test_nodeorder_scores_a_new_session_table_afresh() -> None:
     second = _table([("2", "8Gi"), ("8", "2Gi")])
     assert plugin.score_nodes(task, second, rows).tolist() == [
         s + taint_part for s in _reference(second, 1000.0, 2.0**30, weights=(1, 0, 1))]
+
+
+def _taint_part(plugin: NodeOrder, table: NodeTable, task: TaskInfo) -> list[float]:
+    rows = np.arange(len(table), dtype=np.intp)
+    return plugin._taint_scores(task, table, rows).tolist()
+
+
+def test_taint_scores_are_kept_per_table_and_per_tolerations() -> None:
+    """TaintToleration's score (kube-scheduler ``TaintToleration.Score``/``NormalizeScore``,
+    reversed): kept per set of tolerations for one table's taint groups, worked out again for
+    another table and for other tolerations."""
+    plugin = NodeOrder(NodeOrderArgs())
+    prefer = {"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}
+    plain = NodeTable([node_from_object(make_node(f"n{i}")) for i in range(2)])
+    tainted = NodeTable([node_from_object(make_node("n0", taints=[prefer])),
+                         node_from_object(make_node("n1"))])
+    task = _task("p", "1", "1Gi")
+    tolerant = task_from_pod(make_pod("t", tolerations=[
+        {"key": "spot", "operator": "Equal", "value": "yes", "effect": "PreferNoSchedule"}]))
+    assert _taint_part(plugin, plain, task) == [100.0, 100.0]
+    assert _taint_part(plugin, tainted, task) == [0.0, 100.0]
+    assert _taint_part(plugin, tainted, tolerant) == [100.0, 100.0]
+    assert _taint_part(plugin, tainted, task) == [0.0, 100.0]
+    assert _taint_part(plugin, plain, task) == [100.0, 100.0]
