@@ -59,15 +59,18 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
         loader.shares = True
         return done  # an alias of a node built already
     if kind is MappingNode and tag == _MAP:
-        if any(key.tag == _MERGE for key, _ in node.value):
-            loader.shares = True
-            return loader.construct_object(node, deep=True)
         mapping: dict[Any, Any] = {}
         shared[id(node)] = mapping
         for key_node, value_node in node.value:
             # Plain strings, most keys and values, are taken as they are, without a call.
             if type(key_node) is ScalarNode and key_node.tag == _STR:
                 key = key_node.value
+            elif key_node.tag == _MERGE:
+                # PyYAML builds a map with merge keys; what was built of it here is dropped
+                # (an alias to one of those values is an equal copy: ``shares`` says so).
+                del shared[id(node)]
+                loader.shares = True
+                return loader.construct_object(node, deep=True)
             else:
                 key = _build(key_node, loader, shared)
                 try:
