@@ -6,7 +6,8 @@ fewer intolerable ``PreferNoSchedule`` taints; image locality prefers nodes that
 images; inter-pod affinity and topology spread score the pod's preferred terms and
 ``ScheduleAnyway`` constraints (and placed pods' preferred terms) from the session's pod index,
 normalised over the candidates as Volcano's batch node order does. All are computed for the
-candidate rows at once.
+candidate rows at once; the cpu/memory scores come from a per-session cache over all nodes
+(:mod:`scheduler.framework.resourcescores`) that follows the table's changed rows.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scheduler.api.node import Taint
+from scheduler.api.pod import Toleration
 from scheduler.api.resource import CPU, MEMORY
 from scheduler.api.task import TaskInfo
 from scheduler.framework.arguments import arg
@@ -26,6 +29,11 @@ from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.podaffinity import affinity_scores, wants_affinity_score
 from scheduler.framework.podindex import PodIndexUser
+from scheduler.framework.resourcescores import (
+    ResourceScores,
+    balanced_scores,
+    requested_scores,
+)
 from scheduler.framework.topologyspread import spread_scores
 
 if TYPE_CHECKING:
@@ -34,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["NodeOrder"]
 
 MAX_SCORE = 100.0
-_CPU_MEMORY = [CPU, MEMORY]
+GPU = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +61,12 @@ def _fractions(
     task: TaskInfo, table: NodeTable, rows: IntArray, names: list[str]
 ) -> tuple[FloatArray, FloatArray]:
     """Requested-after-placement and allocatable for ``names`` on ``rows``."""
-    if names == _CPU_MEMORY:  # every scored pod: the table's first two columns, one copy each
-        requested = table.used[rows, :2]
-        requested += np.array([task.resreq.milli_cpu, task.resreq.memory])
-        return requested, table.allocatable[rows, :2]
     cols = [table.dim_index[n] for n in names if n in table.dim_index]
     request = np.array([task.resreq.get(table.dims[c]) for c in cols])
     requested = table.used[rows][:, cols]
     requested += request
     allocatable = table.allocatable[rows][:, cols]
     return requested, allocatable
-
-
-def _row_std(values: FloatArray) -> FloatArray:
-    """``values.std(axis=1)`` by the same ufunc steps (so the very same bits) without the
-    generic wrapper's per-call cost, which showed on every scored pod."""
-    count = values.shape[1]
-    mean = np.add.reduce(values, axis=1, keepdims=True)
-    np.true_divide(mean, count, out=mean)
-    deviation = np.subtract(values, mean)
-    np.square(deviation, out=deviation)
-    spread = np.add.reduce(deviation, axis=1)
-    np.true_divide(spread, count, out=spread)
-    return np.sqrt(spread, out=spread)
 
 
 def _normalise(raw: FloatArray, *, reverse: bool = False) -> FloatArray:
@@ -93,6 +84,10 @@ class NodeOrder(PodIndexUser, PluginBase[NodeOrderArgs]):
     def __init__(self, args: NodeOrderArgs) -> None:
         super().__init__(args)
         self._images: ImageTable | None = None
+        self._resource: ResourceScores | None = None
+        self._taint_table: NodeTable | None = None
+        self._intolerable: dict[tuple[Toleration, ...], FloatArray] = {}
+        """Per set of tolerations, :func:`_intolerable_counts` on ``_taint_table``'s groups."""
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
@@ -101,32 +96,20 @@ class NodeOrder(PodIndexUser, PluginBase[NodeOrderArgs]):
 
     def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         args = self.args
-        total = np.zeros(len(candidates))
-        requested, allocatable = _fractions(task, table, candidates, [CPU, MEMORY])
-        safe = np.where(allocatable > 0, allocatable, 1.0)
-        if args.least_requested or args.most_requested:
-            if args.least_requested:
-                per = np.where(
-                    (allocatable > 0) & (requested <= allocatable),
-                    np.floor((allocatable - requested) * MAX_SCORE / safe),
-                    0.0,
-                )
-                total += np.floor(per.mean(axis=1)) * args.least_requested
-            if args.most_requested:
-                per = np.where(
-                    allocatable > 0,
-                    np.floor(np.minimum(requested, allocatable) * MAX_SCORE / safe),
-                    0.0,
-                )
-                total += np.floor(per.mean(axis=1)) * args.most_requested
-        if args.balanced_resource:
-            if task.resreq.get("nvidia.com/gpu") > 0:
-                requested, allocatable = _fractions(
-                    task, table, candidates, [CPU, MEMORY, "nvidia.com/gpu"])
-                safe = np.where(allocatable > 0, allocatable, 1.0)
-            fraction = np.where(allocatable > 0, np.minimum(requested / safe, 1.0), 0.0)
-            std = _row_std(fraction)
-            total += np.floor((1.0 - std) * MAX_SCORE) * args.balanced_resource
+        if args.balanced_resource and task.resreq.get(GPU) > 0:
+            # balanced allocation also weighs the GPU column: not a cpu/memory-only score
+            requested, allocatable = _fractions(task, table, candidates, [CPU, MEMORY])
+            total = requested_scores(
+                requested, allocatable, least=args.least_requested, most=args.most_requested)
+            requested, allocatable = _fractions(task, table, candidates, [CPU, MEMORY, GPU])
+            total += balanced_scores(requested, allocatable) * args.balanced_resource
+        else:
+            resource = self._resource
+            if resource is None or resource.table is not table:
+                resource = self._resource = ResourceScores(
+                    table, least=args.least_requested, most=args.most_requested,
+                    balanced=args.balanced_resource)
+            total = resource.scores(task.resreq.milli_cpu, task.resreq.memory)[candidates]
         if args.node_affinity and task.spec.preferred_terms:
             raw = np.zeros(len(candidates))
             for preferred in task.spec.preferred_terms:
@@ -149,19 +132,29 @@ class NodeOrder(PodIndexUser, PluginBase[NodeOrderArgs]):
 
     def _taint_scores(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         group_ids, groups = table.taint_groups()
-        tolerations = [t for t in task.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
-        per_group = np.array(
-            [
-                sum(
-                    1
-                    for taint in taints
-                    if taint.effect == "PreferNoSchedule"
-                    and not any(
-                        t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations
-                    )
-                )
-                for taints in groups
-            ],
-            dtype=float,
-        )
+        if self._taint_table is not table:  # groups are fixed for a table's life
+            self._taint_table, self._intolerable = table, {}
+        per_group = self._intolerable.get(task.spec.tolerations)
+        if per_group is None:
+            per_group = self._intolerable[task.spec.tolerations] = _intolerable_counts(
+                task, groups)
+        if not per_group.any():  # what _normalise gives when no candidate has one
+            return np.full(len(candidates), MAX_SCORE)
         return _normalise(per_group[group_ids[candidates]], reverse=True)
+
+
+def _intolerable_counts(task: TaskInfo, groups: list[tuple[Taint, ...]]) -> FloatArray:
+    """Per taint group, how many ``PreferNoSchedule`` taints the pod does not tolerate."""
+    tolerations = [t for t in task.spec.tolerations if t.effect in ("", "PreferNoSchedule")]
+    return np.array(
+        [
+            sum(
+                1
+                for taint in taints
+                if taint.effect == "PreferNoSchedule"
+                and not any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations)
+            )
+            for taints in groups
+        ],
+        dtype=float,
+    )

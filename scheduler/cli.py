@@ -2,8 +2,10 @@
 ``run``.
 
 Every sub-command is registered unconditionally: a broken installation fails with its import
-error instead of quietly losing commands. Conf and manifest warnings are printed once each, as
-``warning: …`` lines on stderr.
+error instead of quietly losing commands. ``run`` alone is imported when it runs (it brings the
+official Kubernetes client, a quarter second no other command needs); building the parser
+checks that its module and the client can be found, so a missing one still fails every command
+loudly. Conf and manifest warnings are printed once each, as ``warning: …`` lines on stderr.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (manifests, conf, flags).
 """
@@ -13,13 +15,14 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 
 import structlog
 
-from scheduler.cluster.kube.run import add_run_arguments, run_main
+from scheduler.cluster.kube.flags import add_run_arguments
 from scheduler.cluster.manifests import ManifestError, load_manifests
 from scheduler.conf import ConfError, SchedulerConf, load_conf
 from scheduler.inspect import add_inspect_arguments
@@ -79,6 +82,22 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+_RUN_MODULES = ("scheduler.cluster.kube.run", "kubernetes")
+"""What ``lahar run`` imports when it starts: checked, not imported, when the parser is built."""
+
+
+def _require_run_modules() -> None:
+    for name in _RUN_MODULES:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from scheduler.cluster.kube.run import run_main
+
+    return run_main(args)
+
+
 def _conf_check(args: argparse.Namespace) -> int:
     try:
         conf = _load_conf(args.conf)
@@ -124,9 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_inspect_devices(sub)
     add_device_arguments(sub)
+    _require_run_modules()
     run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
     add_run_arguments(run)
-    run.set_defaults(func=run_main)
+    run.set_defaults(func=_run)
     return parser
 
 

@@ -135,6 +135,27 @@ def _owner(group: Mapping[str, Any]) -> str:
     return "-"
 
 
+class _Requests:
+    """:func:`pod_requests` of each distinct set of containers seen (a job's pods share one):
+    keyed by the ``repr`` of the fields it reads, which tells ``1`` from ``"1"``. The answers
+    are shared: read them, never change them."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Resource] = {}
+
+    def of(self, pod: Mapping[str, Any]) -> Resource:
+        spec = pod.get("spec") or {}
+        key = repr((spec.get("containers"), spec.get("initContainers"), spec.get("overhead")))
+        request = self._seen.get(key)
+        if request is None:
+            request = pod_requests(pod)[0]
+            if " object at 0x" not in key:  # an address may be reused by another object
+                self._seen[key] = request
+        return request
+
+
 def render_table(
     objects: Sequence[Mapping[str, Any]], *, scheduler_names: Collection[str] = ("volcano",)
 ) -> str:
@@ -151,6 +172,7 @@ def render_table(
     placed: dict[str, list[str]] = {}
     used: dict[str, Resource] = {}
     pending: list[Mapping[str, Any]] = []
+    requests = _Requests()
     for pod in pods:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         node = spec.get("nodeName")
@@ -161,9 +183,10 @@ def render_table(
         if phase in ("Succeeded", "Failed"):
             continue
         placed.setdefault(node, []).append(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
-        request = pod_requests(pod)[0]
+        request = requests.of(pod)
         held = vgpu_held(meta.get("annotations") or {})
         if held is not None:  # what the chosen cards hold, as lahar inspect gpushare shows it
+            request = request.clone()
             for name, value in held.quantities().items():
                 request.set(name, value)
         used.setdefault(node, Resource()).add(request)

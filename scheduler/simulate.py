@@ -45,12 +45,40 @@ def build_simulation(
 
     ``freeze_loaded`` moves every object alive once the cache holds the loaded cluster out of
     the garbage collector's reach (:func:`gc.freeze`): a large cluster's objects live for the
-    whole run, and every full collection would otherwise walk all of them again. For long
-    runs on big clusters; objects made later are collected as usual. ``take_manifests``
-    gives the manifests' objects to the cluster (see :meth:`SimCluster.load`): the caller
-    must not use them afterwards.
+    whole run, and every full collection would otherwise walk all of them again. The
+    collector is also paused while the cluster and the cache are filled (only long-lived
+    objects are made then, so each collection would find nothing), and no collection runs
+    before the freeze: a 20,000-pod load leaves no cyclic garbage to free, and a full
+    collection costs 0.2 s there. For long runs on big clusters; objects made later are
+    collected as usual. ``take_manifests`` gives the manifests' objects to the cluster (see
+    :meth:`SimCluster.load`): the caller must not use them afterwards.
     """
-    clock = clock or SimClock()
+    collecting = gc.isenabled()
+    if freeze_loaded:
+        gc.disable()
+    try:
+        cluster, cache = _load(
+            manifests, conf=conf, scheduler_names=scheduler_names, clock=clock or SimClock(),
+            setup=setup, take_manifests=take_manifests,
+        )
+        if freeze_loaded:
+            gc.freeze()
+    finally:
+        if freeze_loaded and collecting:
+            gc.enable()
+    scheduler = Scheduler(cache=cache, conf=conf, clock=cluster.clock, rng=random.Random(seed))
+    return cluster, cache, scheduler
+
+
+def _load(
+    manifests: Sequence[Manifest],
+    *,
+    conf: SchedulerConf,
+    scheduler_names: Sequence[str],
+    clock: SimClock,
+    setup: Callable[[SimCluster, SchedulerCache], None] | None,
+    take_manifests: bool,
+) -> tuple[SimCluster, SchedulerCache]:
     cluster = SimCluster(clock=clock, scheduler_names=tuple(scheduler_names))
     cluster.load(manifests, take=take_manifests)
     devices = device_support(conf)
@@ -63,11 +91,7 @@ def build_simulation(
         setup(cluster, cache)
     cluster.replay_into(cache.apply)
     cluster.listener = cache.apply
-    if freeze_loaded:
-        gc.collect()
-        gc.freeze()
-    scheduler = Scheduler(cache=cache, conf=conf, clock=clock, rng=random.Random(seed))
-    return cluster, cache, scheduler
+    return cluster, cache
 
 
 def run_simulation(

@@ -30,6 +30,9 @@ QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 """Volcano's own scheduling gate, lifted once the queue has room; pods held only by it are
 still counted in their job's inqueue reservation."""
 
+_ALLOCATED: int = ALLOCATED_STATUS._value_
+"""The allocated statuses' bits: testing an int is cheap, ``Flag.__and__`` builds a member in
+Python (and these tests run on every task status change)."""
 _VALID_STATUS = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
 
 
@@ -56,6 +59,9 @@ class JobInfo:
     preemptable: bool = False
     inexact_requests: int = 0
     """Tasks whose request has a non-integral value (their sums depend on the order)."""
+    best_effort_tasks: int = 0
+    """Tasks that request nothing, in any status: while there are none, readiness checks
+    (several per job comparison in the job-order heap) need not look at pending tasks."""
 
     @property
     def creation(self) -> float:
@@ -70,10 +76,12 @@ class JobInfo:
         self.tasks[task.uid] = task
         self.task_status_index.setdefault(task.status, {})[task.uid] = task
         self.total_request.add(task.resreq)
-        if task.status & ALLOCATED_STATUS:
+        if task.status._value_ & _ALLOCATED:
             self.allocated.add(task.resreq)
         if not integral(task.resreq):
             self.inexact_requests += 1
+        if task.best_effort:
+            self.best_effort_tasks += 1
 
     def delete_task(self, task: TaskInfo) -> None:
         existing = self.tasks.pop(task.uid, None)
@@ -81,10 +89,12 @@ class JobInfo:
             return
         self.task_status_index.get(existing.status, {}).pop(existing.uid, None)
         self.total_request.sub(existing.resreq)
-        if existing.status & ALLOCATED_STATUS:
+        if existing.status._value_ & _ALLOCATED:
             self.allocated.sub(existing.resreq)
         if not integral(existing.resreq):
             self.inexact_requests -= 1
+        if existing.best_effort:
+            self.best_effort_tasks -= 1
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` (the job's own object) to ``status``, keeping counters in step."""
@@ -92,8 +102,8 @@ class JobInfo:
         if old is status:
             return
         self.task_status_index.get(old, {}).pop(task.uid, None)
-        was_allocated = bool(old & ALLOCATED_STATUS)
-        now_allocated = bool(status & ALLOCATED_STATUS)
+        was_allocated = bool(old._value_ & _ALLOCATED)
+        now_allocated = bool(status._value_ & _ALLOCATED)
         if was_allocated and not now_allocated:
             self.allocated.sub(task.resreq)
         elif now_allocated and not was_allocated:
@@ -197,6 +207,8 @@ class JobInfo:
         return self.count(_VALID_STATUS)
 
     def pending_best_effort_num(self) -> int:
+        if not self.best_effort_tasks:
+            return 0
         return sum(
             1 for t in self.task_status_index.get(TaskStatus.PENDING, {}).values() if t.best_effort
         )

@@ -26,6 +26,7 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
+_DEFAULT_TAGS = {ScalarNode: _STR, SequenceNode: _SEQ, MappingNode: _MAP}
 
 
 class _Loader(_BASE):
@@ -44,7 +45,9 @@ class _Loader(_BASE):
             if tag is None:
                 tag = self.plain_tags[value] = super().resolve(kind, value, implicit)
             return tag
-        return str(super().resolve(kind, value, implicit))
+        if self.yaml_path_resolvers:
+            return str(super().resolve(kind, value, implicit))
+        return _DEFAULT_TAGS[kind]  # what PyYAML's resolver ends with when nothing matches
 
 
 def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
@@ -56,25 +59,39 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
         loader.shares = True
         return done  # an alias of a node built already
     if kind is MappingNode and tag == _MAP:
-        if any(key.tag == _MERGE for key, _ in node.value):
-            loader.shares = True
-            return loader.construct_object(node, deep=True)
         mapping: dict[Any, Any] = {}
         shared[id(node)] = mapping
         for key_node, value_node in node.value:
-            key = _build(key_node, loader, shared)
-            try:
-                hash(key)
-            except TypeError:
-                raise ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    "found unhashable key", key_node.start_mark) from None
-            mapping[key] = _build(value_node, loader, shared)
+            # Plain strings, most keys and values, are taken as they are, without a call.
+            if type(key_node) is ScalarNode and key_node.tag == _STR:
+                key = key_node.value
+            elif key_node.tag == _MERGE:
+                # PyYAML builds a map with merge keys; what was built of it here is dropped
+                # (an alias to one of those values is an equal copy: ``shares`` says so).
+                del shared[id(node)]
+                loader.shares = True
+                return loader.construct_object(node, deep=True)
+            else:
+                key = _build(key_node, loader, shared)
+                try:
+                    hash(key)
+                except TypeError:
+                    raise ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        "found unhashable key", key_node.start_mark) from None
+            if type(value_node) is ScalarNode and value_node.tag == _STR:
+                mapping[key] = value_node.value
+            else:
+                mapping[key] = _build(value_node, loader, shared)
         return mapping
     if kind is SequenceNode and tag == _SEQ:
         sequence: list[Any] = []
         shared[id(node)] = sequence
-        sequence.extend([_build(item, loader, shared) for item in node.value])
+        sequence.extend([
+            item.value if type(item) is ScalarNode and item.tag == _STR
+            else _build(item, loader, shared)
+            for item in node.value
+        ])
         return sequence
     loader.shares = True
     return loader.construct_object(node, deep=True)

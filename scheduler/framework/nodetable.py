@@ -3,7 +3,8 @@
 Predicates and scorers work on whole columns (one vector operation for all nodes) instead of
 looping over nodes in Python; the session keeps each row in step with its ``NodeInfo`` on every
 allocate, pipeline and evict (:meth:`NodeTable.sync`), an O(1) update. Static columns (labels,
-taints, unschedulable) are derived lazily and cached for the life of the session.
+taints, unschedulable) are derived lazily and cached for the life of the session; resource
+fit masks are kept per request value and rechecked only on the rows synced since.
 
 A table can start from the previous cycle's (``previous``): when the node list and the
 dimensions are the same it copies that table's columns and recomputes only the ``renewed``
@@ -14,6 +15,7 @@ extra columns they fill (device summaries) are carried over the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,18 @@ from scheduler.framework.hooks import BoolArray, FloatArray, IntArray
 __all__ = ["NodeTable"]
 
 RowHook = Callable[[int, NodeInfo], None]
+
+_FEW_ROWS = 16
+"""Up to this many changed rows are rechecked one by one; beyond, the whole column at once."""
+_MAX_KEPT_MASKS = 256
+"""Fit masks kept per table (one bool per node each); the oldest goes first."""
+
+
+@dataclass(slots=True)
+class _FitMask:
+    mask: BoolArray
+    position: int
+    """How far into :attr:`NodeTable.changed_rows` ``mask`` is up to date."""
 
 
 class NodeTable:
@@ -60,12 +74,18 @@ class NodeTable:
         self.pod_count = np.zeros(n)
         self.unschedulable = np.zeros(n, dtype=bool)
         self.row_hooks: list[RowHook] = []
+        self.changed_rows: list[int] = []
+        """Every row :meth:`sync` rewrote, in order (repeats kept): a cache of values derived
+        from rows catches up by reading on from where it last stopped."""
         self.columns: dict[str, FloatArray] = {}
         """Extra per-node columns maintained by row hooks (e.g. device summaries)."""
         self._label_codes: dict[str, tuple[IntArray, dict[str, int]]] = {}
         self._taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None = None
         self._request_dims: dict[object, tuple[IntArray, FloatArray, list[str]]] = {}
         """:meth:`request_dims` per request value: a session asks for a few shapes many times."""
+        self._fit_masks: dict[tuple[object, bool], _FitMask] = {}
+        """:meth:`fit_mask` per request value and source column, kept up to date from
+        :attr:`changed_rows`."""
         self._previous: NodeTable | None = None
         """The table this one carried rows over from (until its row hooks are registered)."""
         self._renewed_rows: list[int] = []
@@ -137,8 +157,10 @@ class NodeTable:
         return row
 
     def sync(self, i: int) -> None:
-        """Copy node ``i``'s accounting into the columns; call after every task change."""
+        """Copy node ``i``'s accounting into the columns; call after every task change (the
+        resource columns change only here)."""
         node = self.nodes[i]
+        self.changed_rows.append(i)
         self.idle[i] = self.vector(node.idle)
         self.used[i] = self.vector(node.used)
         self.releasing[i] = self.vector(node.releasing)
@@ -170,11 +192,15 @@ class NodeTable:
         """Requested dimensions (pods excluded) in message order: cpu, memory, scalars.
 
         The arrays are shared between calls for equal requests: read them, never write."""
-        key = (request.milli_cpu, request.memory, *request.scalars.items())
+        key = self._request_key(request)
         cached = self._request_dims.get(key)
         if cached is None:
             cached = self._request_dims[key] = self._dims_of(request)
         return cached
+
+    @staticmethod
+    def _request_key(request: Resource) -> tuple[object, ...]:
+        return (request.milli_cpu, request.memory, *request.scalars.items())
 
     def _dims_of(self, request: Resource) -> tuple[IntArray, FloatArray, list[str]]:
         names = [
@@ -190,8 +216,40 @@ class NodeTable:
         col_array.flags.writeable = value_array.flags.writeable = False  # shared, see above
         return col_array, value_array, names
 
-    def fit_mask(self, request: Resource, *, future: bool = True) -> BoolArray:
-        """Nodes whose (future) idle holds ``request`` within Volcano's tolerance."""
+    def fit_mask(
+        self, request: Resource, *, future: bool = True, rows: IntArray | None = None
+    ) -> BoolArray:
+        """Nodes whose (future) idle holds ``request`` within Volcano's tolerance: a new
+        array over all nodes, or over ``rows`` only when given.
+
+        The answer for each request value is kept and brought up to date from the rows
+        :meth:`sync` rewrote since it was last asked for: a job's pods ask for the same
+        request again and again while each placement changes one node."""
+        key = (self._request_key(request), future)
+        entry = self._fit_masks.get(key)
+        changed = len(self.changed_rows)
+        if entry is None:
+            if len(self._fit_masks) >= _MAX_KEPT_MASKS:
+                del self._fit_masks[next(iter(self._fit_masks))]
+            entry = self._fit_masks[key] = _FitMask(self._fit_vector(request, future), changed)
+        elif entry.position < changed:
+            stale = self.changed_rows[entry.position:]
+            if len(stale) > _FEW_ROWS:
+                entry.mask = self._fit_vector(request, future)
+            else:
+                cols, values, _ = self.request_dims(request)
+                needs = list(zip(cols.tolist(), values.tolist(), strict=True))
+                source = self.future_idle if future else self.idle
+                # with no requested dimension, or one no node has, every row's answer is fixed
+                if needs and min(col for col, _ in needs) >= 0:
+                    for row in set(stale):
+                        idle = source[row].tolist()
+                        entry.mask[row] = all(value - idle[col] < MIN_RESOURCE
+                                              for col, value in needs)
+            entry.position = changed
+        return entry.mask.copy() if rows is None else entry.mask[rows]
+
+    def _fit_vector(self, request: Resource, future: bool) -> BoolArray:
         cols, values, _ = self.request_dims(request)
         if len(cols) == 0:
             return np.ones(len(self.nodes), dtype=bool)

@@ -53,7 +53,8 @@ def feasible_nodes(
     exact_failures: list[tuple[int, str]] = []
     if len(rows):
         start = session.cursor % max(total, 1)
-        rows = np.concatenate((rows[rows >= start], rows[rows < start]))
+        split = int(rows.searchsorted(start))  # rows are ascending: [start, n) then [0, start)
+        rows = np.concatenate((rows[split:], rows[:split]))
         if session.wants_exact(task):
             rows, exact_failures = _exact(session, task, rows, target)
         elif len(rows) > target:
@@ -110,7 +111,7 @@ def _explain(
 def best_node(session: Session, task: TaskInfo, rows: IntArray) -> tuple[NodeInfo, bool]:
     """Pick the node for ``task`` among feasible ``rows``; returns (node, fits current idle)."""
     table = session.table
-    idle_fit = table.fit_mask(task.init_resreq, future=False)[rows]
+    idle_fit = table.fit_mask(task.init_resreq, future=False, rows=rows)
     fits_idle = bool(idle_fit.any())
     if fits_idle:
         rows = rows[idle_fit]

@@ -30,7 +30,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert version()[0].isdigit()
 
 
-@pytest.mark.parametrize("module", ["scheduler.inspect", "scheduler.cluster.kube.run"])
+@pytest.mark.parametrize(
+    "module", ["scheduler.inspect", "scheduler.cluster.kube.run", "kubernetes"])
 def test_a_broken_import_fails_loudly_instead_of_hiding_commands(module: str) -> None:
     code = (f"import sys; sys.modules[{module!r}] = None\n"
             "from scheduler.cli import main\nmain(['--help'])\n")
@@ -142,3 +143,15 @@ def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
     stderr = child.stderr.read()
     assert child.wait(timeout=120) == 1
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_simulate_does_not_import_the_kubernetes_client() -> None:
+    """``lahar run`` is the only command that needs the official client; the others start
+    without paying for its import (it is checked for, not loaded)."""
+    code = ("import sys\nfrom scheduler.cli import build_parser\nbuild_parser()\n"
+            "print(sorted(m for m in ('kubernetes', 'scheduler.cluster.kube.run') "
+            "if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

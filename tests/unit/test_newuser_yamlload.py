@@ -35,6 +35,13 @@ alias: *base
 merged:
   <<: *base
   cpu: "2"
+merged_last:
+  cpu: "3"
+  extra: {x: 1}
+  <<: [*base, {gpu: 1}]
+tagged_merge:
+  !!merge <<: *base
+  memory: 1Gi
 binary: !!binary aGVsbG8=
 set: !!set {a, b}
 nested: [[1, 2], {k: [v]}]
@@ -54,6 +61,8 @@ def test_same_data_as_pyyaml_on_tricky_yaml() -> None:
     first = ours[0]
     assert first["alias"] is first["anchor"]  # aliases are shared, as PyYAML shares them
     assert first["merged"] == {"cpu": "2", "memory": "2Gi"}
+    assert first["merged_last"] == {"cpu": "3", "memory": "2Gi", "gpu": 1, "extra": {"x": 1}}
+    assert first["tagged_merge"] == {"cpu": "1", "memory": "1Gi"}
 
 
 @pytest.mark.parametrize("name", ["quickstart.yaml", "gpushare.yaml", "vgpu.yaml"])

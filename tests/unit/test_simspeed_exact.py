@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugins.nodeorder import _row_std
 from scheduler.api.node import node_from_object
 from scheduler.api.resource import Resource
 from scheduler.cluster.sim import SimClock, SimCluster
 from scheduler.framework.close import rfc3339
 from scheduler.framework.nodetable import NodeTable
+from scheduler.framework.resourcescores import _row_std
 from tests.builders import make_node
 
 
