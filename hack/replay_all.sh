@@ -10,7 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-replay-results}"
 traces_dir="${TRACES_DIR:-${root}/../shared/traces}"
-policies="${POLICIES:-random,dotprod,clustering,packing,bestfit,fgd}"
+policies="${POLICIES:-random,dotprod,clustering,packing,bestfit,fgd,fgd-learned}"
 seeds="${SEEDS:-42-51}"
 jobs="${JOBS:-$(nproc)}"
 

@@ -23,6 +23,7 @@ never loops over every node:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,10 @@ from scheduler.api.devices.base import (
     lock_owner,
 )
 from scheduler.api.devices.finegrained.placement import (
+    LEARNING_POLICIES,
     PLACEMENT_POLICIES,
     TIE_BREAKS,
+    parse_policy_arguments,
     parse_target_workload,
 )
 from scheduler.api.devices.names import PROFILES
@@ -94,6 +97,8 @@ class DeviceShareArgs:
     """Ours: a placement policy of the FGD paper for node score and card choice."""
     finegrained_tie_break: str = arg("deviceshare.FineGrainedTieBreak", "random")
     finegrained_target: tuple[Any, ...] = arg("deviceshare.FineGrainedTargetWorkload", ())
+    finegrained_policy_args: Any = arg("deviceshare.FineGrainedPolicyArguments", None)
+    """Ours: ``{name: value}`` arguments of a policy that takes some (``fgd-learned``)."""
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -147,6 +152,12 @@ def _check_placement(args: DeviceShareArgs) -> None:
         raise ArgumentError(_OWNER, "deviceshare.FineGrainedTargetWorkload",
                             "used with deviceshare.FineGrainedPolicy: fgd",
                             f"{len(args.finegrained_target)} entries")
+    try:
+        parse_policy_arguments(args.finegrained_policy, args.finegrained_policy_args or {})
+    except ValueError as exc:
+        raise ArgumentError(_OWNER, "deviceshare.FineGrainedPolicyArguments",
+                            "arguments of deviceshare.FineGrainedPolicy (see docs/replay.md)",
+                            str(exc)) from None
     if args.finegrained_tie_break != "random" and not args.finegrained_policy:
         raise ArgumentError(_OWNER, "deviceshare.FineGrainedTieBreak",
                             "used with deviceshare.FineGrainedPolicy",
@@ -198,6 +209,15 @@ class _Held:
     locks: tuple[str, ...]
 
 
+def _cluster_pods(session: Session) -> Iterator[TaskInfo]:
+    for node in session.node_list:
+        yield from node.tasks.values()
+    for job in session.jobs.values():
+        for task in job.tasks.values():
+            if task.status == TaskStatus.PENDING and not task.node_name:
+                yield task
+
+
 class DeviceShare(PluginBase[DeviceShareArgs]):
     NAME = "deviceshare"
     Args = DeviceShareArgs
@@ -230,6 +250,9 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                     devices.policy = self.config.policy
                 if hasattr(devices, "placement"):
                     devices.placement = placement
+        if placement is not None and placement.policy in LEARNING_POLICIES:
+            # The policy's target workload: the pods on nodes and the pending ones now.
+            placement.learned.recount(_cluster_pods(session))
         table = session.table
         columns = [column for family in self.families for column in family.COLUMNS]
         for column in columns:

@@ -24,7 +24,12 @@ from multiprocessing import Manager
 from pathlib import Path
 from typing import Any
 
-from scheduler.api.devices.finegrained.placement import PLACEMENT_POLICIES, TIE_BREAKS
+from scheduler.api.devices.finegrained.placement import (
+    LEARNING_POLICIES,
+    PLACEMENT_POLICIES,
+    TIE_BREAKS,
+    parse_policy_arguments,
+)
 from scheduler.replay.metrics import (
     RunCurve,
     read_paper_allocation,
@@ -39,6 +44,37 @@ __all__ = ["add_replay_arguments", "parse_seeds"]
 
 DEFAULT_TRACES = Path("..") / "shared" / "traces"
 NODE_LIST = "openb_node_list_gpu_node.csv"
+
+
+def parse_policy_args(items: Sequence[str], policies: Sequence[str]
+                      ) -> tuple[tuple[str, Any], ...]:
+    """``--policy-arg NAME=VALUE`` items as (name, value), numbers as numbers; checked
+    against every listed policy that takes arguments. Raises ``ValueError``."""
+    parsed: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--policy-arg: expected NAME=VALUE, got {item!r}")
+        value: Any = text.strip()
+        for convert in (int, float):
+            try:
+                value = convert(text)
+                break
+            except ValueError:
+                continue
+        parsed[name.strip()] = value
+    if not parsed:
+        return ()
+    learning = [p for p in policies if p in LEARNING_POLICIES]
+    if not learning:
+        raise ValueError(f"--policy-arg: none of the policies {', '.join(policies)} takes "
+                         f"arguments (only {', '.join(LEARNING_POLICIES)})")
+    for policy in learning:
+        try:
+            parse_policy_arguments(policy, parsed)
+        except ValueError as exc:
+            raise ValueError(f"--policy-arg: {exc}") from None
+    return tuple(sorted(parsed.items()))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -70,6 +106,7 @@ class _Run:
     limit: int | None
     tie_break: str
     out: str
+    policy_args: tuple[tuple[str, Any], ...] = ()
 
     @property
     def csv_path(self) -> Path:
@@ -88,7 +125,8 @@ def _execute(run: _Run, queue: Any = None) -> tuple[str, float]:
 
     result = run_replay(nodes=load_nodes(Path(run.nodes_csv)), pods=load_pods(Path(run.pods_csv)),
                         policy=run.policy, seed=run.seed, tune=run.tune, limit=run.limit,
-                        tie_break=run.tie_break, progress=progress)
+                        tie_break=run.tie_break, progress=progress,
+                        policy_args=dict(run.policy_args))
     last = max((r.arrived_pct for r in result.recorder.buckets()), default=0)
     write_run_csv(run.csv_path, result.recorder.buckets(last=max(last, 0)), trace=run.trace,
                   policy=run.policy, seed=run.seed)
@@ -178,6 +216,7 @@ def _replay(args: argparse.Namespace) -> int:
             if policy not in PLACEMENT_POLICIES:
                 raise ValueError(f"--policy: unknown policy {policy!r}; known: "
                                  f"{', '.join(PLACEMENT_POLICIES)}")
+        policy_args = parse_policy_args(args.policy_arg, policies)
         traces = [resolve_trace(t, traces_dir=alibaba) for t in args.trace.split(",")]
         nodes_csv = Path(args.nodes) if args.nodes else alibaba / NODE_LIST
         load_nodes(nodes_csv)  # fail early on a bad node list
@@ -189,7 +228,8 @@ def _replay(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = [_Run(str(path), str(nodes_csv), trace_name(path), policy, seed, args.tune,
-                 args.limit, args.tie_break, str(out))
+                 args.limit, args.tie_break, str(out),
+                 policy_args if policy in LEARNING_POLICIES else ())
             for path in traces for policy in policies for seed in seeds]
     results = _run_all(runs, max(1, min(args.jobs, len(runs))))
     curves = [read_run_csv(Path(path)) for path, _ in sorted(results)]
@@ -211,6 +251,9 @@ def add_replay_arguments(sub: Any) -> None:
     replay.add_argument("--nodes", help=f"node-list CSV (default: <traces>/{NODE_LIST})")
     replay.add_argument("--policy", default="fgd",
                         help=f"comma-separated of {', '.join(PLACEMENT_POLICIES)} (default fgd)")
+    replay.add_argument("--policy-arg", action="append", default=[], metavar="NAME=VALUE",
+                        help="an argument of fgd-learned (scale, cards, popularity), "
+                             "repeatable; see docs/replay.md")
     replay.add_argument("--seeds", default="42", help="seeds, e.g. 42-51 or 42,43 (default 42)")
     replay.add_argument("--tune", type=float, default=1.3,
                         help="submit pods up to this × the GPU capacity (default 1.3)")

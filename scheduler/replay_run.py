@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,9 +62,11 @@ def target_entries(pods: Sequence[TracePod]) -> list[dict[str, Any]]:
              "models": k.spec_text, "count": n} for k, n in sorted(counts.items())]
 
 
-def replay_conf(policy: str, *, target: list[dict[str, Any]], tie_break: str = "first"
-                ) -> SchedulerConf:
-    """The paper's scheduler set-up: filters on, one policy score, nothing else scored."""
+def replay_conf(policy: str, *, target: list[dict[str, Any]], tie_break: str = "first",
+                policy_args: Mapping[str, Any] | None = None) -> SchedulerConf:
+    """The paper's scheduler set-up: filters on, one policy score, nothing else scored.
+
+    ``policy_args`` become ``deviceshare.FineGrainedPolicyArguments`` (``fgd-learned``)."""
     arguments: dict[str, Any] = {
         "deviceshare.FineGrainedDeviceEnable": True,
         "deviceshare.FineGrainedPolicy": policy,
@@ -73,6 +75,8 @@ def replay_conf(policy: str, *, target: list[dict[str, Any]], tie_break: str = "
     }
     if policy == "fgd":
         arguments["deviceshare.FineGrainedTargetWorkload"] = target
+    if policy_args:
+        arguments["deviceshare.FineGrainedPolicyArguments"] = dict(policy_args)
     conf = {"actions": "allocate", "tiers": [
         {"plugins": [{"name": "priority"}, {"name": "gang"}]},
         {"plugins": [{"name": "predicates"},
@@ -135,6 +139,7 @@ def run_replay(
     *, nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int,
     tune: float = 1.3, limit: int | None = None, tie_break: str = "first",
     progress: Callable[[int, int], None] | None = None,
+    policy_args: Mapping[str, Any] | None = None,
 ) -> ReplayResult:
     """Replay one (trace, policy, seed) through the scheduler; see the module docstring."""
     rng = random.Random(seed)
@@ -150,7 +155,7 @@ def run_replay(
         row_of[name] = rank
         manifests.extend(Manifest(f"<replay node {rank}>", obj) for obj in objects)
     entries = target_entries(work.original)
-    conf = replay_conf(policy, target=entries, tie_break=tie_break)
+    conf = replay_conf(policy, target=entries, tie_break=tie_break, policy_args=policy_args)
     cluster, cache, scheduler = build_simulation(manifests, conf=conf, seed=seed)
     scheduler.sampling = NodeSampling(percentage=100)  # the paper scores every node
     states = NodeStates.build(

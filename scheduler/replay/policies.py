@@ -25,7 +25,7 @@ kubernetes-scheduler-simulator, ``pkg/simulator/plugin``), integer arithmetic in
 
 All but ``random`` and ``fgd`` give a sharing pod the fitting card with the least free milli
 (``allocateGpuIdBasedOnBestFit``). Whole-card pods always take the lowest-numbered fully free
-cards. ``fgd-online`` (``online``) is ours.
+cards. ``fgd-online`` (``online``) and ``fgd-learned`` (``learned``) are ours.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from typing import Protocol
 import numpy as np
 
 from scheduler.replay.fgd import FgdPolicy, whole_cards
-from scheduler.replay.frag import TargetWorkload
+from scheduler.replay.frag import ShapeKey, TargetWorkload
+from scheduler.replay.learned import LearnedArgs, LearnedFgdPolicy
 from scheduler.replay.online import FgdOnlinePolicy
 from scheduler.replay.state import MILLI, NodeStates, PodShape
 
@@ -236,6 +237,7 @@ POLICIES: dict[str, PolicyFactory] = {
     BestFitPolicy.name: BestFitPolicy,
     FgdPolicy.name: FgdPolicy,
     FgdOnlinePolicy.name: FgdOnlinePolicy,
+    LearnedFgdPolicy.name: LearnedFgdPolicy,
 }
 
 
@@ -245,9 +247,15 @@ def make_policy(
     *,
     rng: random.Random,
     target: TargetWorkload | None = None,
-    **options: float | int | None,
+    learned: dict[ShapeKey, float] | None = None,
+    **options: float | int | str | None,
 ) -> Policy:
-    """Build a policy by name; ``fgd`` needs ``target``, ``random`` uses ``rng``."""
+    """Build a policy by name; ``fgd`` needs ``target``, ``random`` uses ``rng``.
+
+    ``fgd-learned`` takes the arguments of ``LearnedArgs`` as ``options`` and, through the
+    scheduler, the shape counts of the session's bound and pending pods as ``learned``
+    (without them it counts the pods it sees itself).
+    """
     if name not in POLICIES:
         raise ValueError(f"unknown placement policy {name!r}; known: {', '.join(POLICIES)}")
     if name == RandomPolicy.name:
@@ -258,6 +266,14 @@ def make_policy(
         return FgdPolicy(states, target=target)
     if name == FgdOnlinePolicy.name:
         return FgdOnlinePolicy(states, **options)  # type: ignore[arg-type]
+    if name == LearnedFgdPolicy.name:
+        unknown = sorted(set(options) - set(LearnedArgs.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"policy {name!r} takes no option {', '.join(unknown)}")
+        return LearnedFgdPolicy(states, learned=learned,
+                                args=LearnedArgs(**options))  # type: ignore[arg-type]
+    if learned is not None:
+        raise ValueError(f"policy {name!r} learns nothing from the cluster's pods")
     if options:
         raise ValueError(f"policy {name!r} takes no options, got {', '.join(options)}")
     return POLICIES[name](states)

@@ -33,7 +33,7 @@ class Replay:
 def replay(
     *, nodes: list[TraceNode], pods: list[TracePod], policy: str, seed: int,
     tune: float = 1.3, limit: int | None = None, ties: str = "first",
-    options: dict[str, float | int | None] | None = None,
+    options: dict[str, float | int | str | None] | None = None,
 ) -> Replay:
     rng = random.Random(seed)
     capacity = sum(n.gpus for n in nodes) * 1000

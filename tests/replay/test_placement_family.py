@@ -5,7 +5,9 @@ Small random clusters and pod sequences are replayed twice: through Lahar's sche
 through the test-only reference loop (``tests.replay.checker``), which applies the policy
 functions exactly as the paper's simulator does (``fgd_score.go``' ``Score`` and card choice,
 kube-scheduler's ``selectHost`` with the first best node). Every placement — node and cards —
-must agree, for every deterministic policy.
+must agree, for every deterministic policy. ``fgd-learned`` (ours) is counted from the
+session's bound and pending pods in the scheduler and from its own placements in the reference
+loop, so agreement also checks that both count the same pods.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from scheduler.replay_run import run_replay
 from tests.devices.finegrained_helpers import finegrained_conf
 from tests.replay.checker import replay
 
-DETERMINISTIC = ("dotprod", "clustering", "packing", "bestfit", "fgd")
+DETERMINISTIC = ("dotprod", "clustering", "packing", "bestfit", "fgd", "fgd-learned")
 
 
 def _cluster(rng: random.Random) -> tuple[list[TraceNode], list[TracePod]]:
@@ -59,6 +61,21 @@ def test_scheduler_path_places_like_the_reference_loop(policy: str, seed: int) -
     assert ours.failed  # the clusters are small enough that some pods fail
 
 
+@pytest.mark.parametrize("arguments", [
+    pytest.param({"scale": 1000, "cards": "fragment"}, id="fgd-bands-fragment-cards"),
+    pytest.param({"scale": 5000, "popularity": 100}, id="wide-bands-every-shape"),
+])
+def test_learned_policy_arguments_act_alike_in_both_loops(arguments: dict[str, object]
+                                                          ) -> None:
+    nodes, pods = _cluster(random.Random(404))
+    ours = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=4, tune=0,
+                      policy_args=arguments)
+    reference = replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=4, tune=0,
+                       options=arguments)  # type: ignore[arg-type]
+    assert [(p, n.split("-", 1)[1], c) for p, n, c in ours.placements] == reference.placements
+    assert ours.failed == reference.failed
+
+
 def test_random_policy_places_every_fitting_pod() -> None:
     nodes, pods = _cluster(random.Random(7))
     ours = run_replay(nodes=nodes, pods=pods, policy="random", seed=7, tune=0)
@@ -83,6 +100,20 @@ def test_random_policy_places_every_fitting_pod() -> None:
                  "deviceshare.FineGrainedTargetWorkload", id="target-without-fgd"),
     pytest.param({"FineGrainedTieBreak": "first"}, "deviceshare.FineGrainedTieBreak",
                  id="tie-break-without-policy"),
+    pytest.param({"FineGrainedPolicy": "fgd-learned",
+                  "FineGrainedPolicyArguments": {"scale": 0}},
+                 "deviceshare.FineGrainedPolicyArguments.*scale", id="learned-scale-zero"),
+    pytest.param({"FineGrainedPolicy": "fgd-learned",
+                  "FineGrainedPolicyArguments": {"cards": "worst"}},
+                 "deviceshare.FineGrainedPolicyArguments.*cards", id="learned-unknown-cards"),
+    pytest.param({"FineGrainedPolicy": "fgd-learned",
+                  "FineGrainedPolicyArguments": {"window": 10}},
+                 "deviceshare.FineGrainedPolicyArguments.*window", id="learned-unknown-arg"),
+    pytest.param({"FineGrainedPolicy": "fgd-learned", "FineGrainedPolicyArguments": [1]},
+                 "deviceshare.FineGrainedPolicyArguments", id="learned-args-not-a-mapping"),
+    pytest.param({"FineGrainedPolicy": "bestfit",
+                  "FineGrainedPolicyArguments": {"scale": 1000}},
+                 "deviceshare.FineGrainedPolicyArguments", id="arguments-without-learned"),
 ])
 def test_bad_placement_arguments_are_errors_naming_the_key(extra: dict[str, object],
                                                            key: str) -> None:

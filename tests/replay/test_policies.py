@@ -221,7 +221,7 @@ def test_select_node_ties() -> None:
 
 def test_registry_and_factory_errors() -> None:
     assert set(POLICIES) == {"random", "dotprod", "clustering", "packing", "bestfit", "fgd",
-                             "fgd-online"}
+                             "fgd-online", "fgd-learned"}
     states = cluster()
     with pytest.raises(ValueError, match="unknown placement policy 'tetris'"):
         make_policy("tetris", states, rng=random.Random(0))

@@ -57,6 +57,25 @@ def test_first_500_pods_of_default_give_the_fixed_curve(
         assert "replay.png skipped" in printed.out
 
 
+def test_learned_policy_with_its_arguments_from_the_command_line(tmp_path: Path) -> None:
+    base = alibaba_dir()
+    out = tmp_path / "out"
+    code = main(["replay", "--trace", "default", "--policy", "fgd-learned,bestfit",
+                 "--policy-arg", "scale=1000", "--policy-arg", "cards=fragment",
+                 "--seeds", "42", "--limit", "150", "--jobs", "1", "--out", str(out),
+                 "--traces-dir", str(traces_dir())])
+    assert code == 0
+    with (out / "default-fgd-learned-42.csv").open(newline="") as handle:
+        rows = list(csv.reader(handle))[1:]
+    reference = replay(nodes=load_nodes(base / "openb_node_list_gpu_node.csv"),
+                       pods=load_pods(base / "openb_pod_list_default.csv"),
+                       policy="fgd-learned", seed=42, limit=150,
+                       options={"scale": 1000, "cards": "fragment"})
+    assert [[f"{r.unallocated_pct:.2f}", f"{r.frag_amount_pct:.2f}"]
+            for r in reference.recorder.buckets()] == [[r[4], r[5]] for r in rows]
+    assert (out / "default-bestfit-42.csv").is_file()
+
+
 def test_seed_ranges_and_lists() -> None:
     assert parse_seeds("42-45") == [42, 43, 44, 45]
     assert parse_seeds("42,44-45") == [42, 44, 45]
@@ -68,6 +87,14 @@ def test_seed_ranges_and_lists() -> None:
     pytest.param(["--policy", "tetris"], "unknown policy 'tetris'", id="policy"),
     pytest.param(["--seeds", "a-b"], "--seeds", id="seeds"),
     pytest.param(["--trace", "nosuchtrace"], "no trace named 'nosuchtrace'", id="trace"),
+    pytest.param(["--policy", "fgd-learned", "--policy-arg", "scale=0"],
+                 "--policy-arg: scale must be", id="policy-arg-value"),
+    pytest.param(["--policy", "fgd-learned", "--policy-arg", "window=9"],
+                 "--policy-arg: unknown argument window", id="policy-arg-unknown"),
+    pytest.param(["--policy", "fgd-learned", "--policy-arg", "scale"],
+                 "--policy-arg: expected NAME=VALUE", id="policy-arg-form"),
+    pytest.param(["--policy", "fgd", "--policy-arg", "scale=1000"],
+                 "none of the policies fgd takes arguments", id="policy-arg-unused"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(flags: list[str], message: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:

@@ -79,6 +79,8 @@ class DeviceConfig:
     """``first``: equal scores go to the first node of the node table; ``random``: Volcano."""
     finegrained_target: tuple[Any, ...] = ()
     """The target workload of ``fgd``: ``{cpu, gpuMilli, gpus, models, count}`` entries."""
+    finegrained_policy_args: tuple[tuple[str, Any], ...] = ()
+    """The arguments of a policy that takes some (``fgd-learned``), as (name, value)."""
 
     @property
     def names(self) -> VGpuNames:
@@ -113,6 +115,8 @@ def config_from_args(*args: Any) -> DeviceConfig:
         finegrained_policy=first("finegrained_policy", ""),
         finegrained_tie_break=first("finegrained_tie_break", "random"),
         finegrained_target=tuple(first("finegrained_target", ())),
+        finegrained_policy_args=tuple(sorted(
+            (first("finegrained_policy_args", None) or {}).items())),
     )
 
 

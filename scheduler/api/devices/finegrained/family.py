@@ -48,6 +48,7 @@ from scheduler.api.devices.finegrained.names import (
 from scheduler.api.devices.finegrained.placement import (
     Placement,
     node_pod_shape,
+    parse_policy_arguments,
     parse_target_workload,
     placement_scores,
 )
@@ -94,9 +95,11 @@ class FineGrainedFamily:
         object.__setattr__(self, "scoring", scoring_of(self.config))
         placement = None
         if self.config.finegrained_policy:
-            placement = Placement(self.config.finegrained_policy,
-                                  tie_break=self.config.finegrained_tie_break,
-                                  target=parse_target_workload(self.config.finegrained_target))
+            placement = Placement(
+                self.config.finegrained_policy, tie_break=self.config.finegrained_tie_break,
+                target=parse_target_workload(self.config.finegrained_target),
+                args=parse_policy_arguments(self.config.finegrained_policy,
+                                            dict(self.config.finegrained_policy_args)))
         object.__setattr__(self, "placement", placement)
 
     # -- nodes ----------------------------------------------------------------------------

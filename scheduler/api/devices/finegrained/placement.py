@@ -10,7 +10,10 @@ so a pod is scored over all candidates with array operations only.
 
 ``fgd`` needs the *target workload*, the pod shapes the cluster expects with their counts
 (``deviceshare.FineGrainedTargetWorkload``); the most frequent shapes covering 95 % of the
-count are kept, as in the paper.
+count are kept, as in the paper. ``fgd-learned`` (ours, :mod:`scheduler.replay.learned`)
+learns it instead from the pods bound to nodes and the pending ones, counted afresh by the
+``deviceshare`` plugin when a session opens (``LearnedShapes``), and takes its arguments from
+``deviceshare.FineGrainedPolicyArguments``.
 
 Tie-break ``first`` (``deviceshare.FineGrainedTieBreak``) adds to every candidate's device
 score less than one point, decreasing with the node's row in the node table, so that among
@@ -23,8 +26,8 @@ unallocated GPU (``docs/replay.md``). The default ``random`` leaves Volcano's ti
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,21 +43,28 @@ from scheduler.api.devices.finegrained.names import (
 )
 from scheduler.api.resource import CPU, MEMORY
 from scheduler.replay.frag import ShapeKey, TargetWorkload
-from scheduler.replay.policies import make_policy
+from scheduler.replay.learned import LearnedArgs, LearnedFgdPolicy
+from scheduler.replay.policies import Policy, make_policy
 from scheduler.replay.state import MILLI, NodeStates, PodShape
 
 __all__ = [
     "KIND_SLOTS",
+    "LEARNING_POLICIES",
     "PLACEMENT_POLICIES",
     "TIE_BREAKS",
+    "LearnedShapes",
     "Placement",
     "node_pod_shape",
+    "parse_policy_arguments",
     "parse_target_workload",
     "placement_picks",
     "placement_scores",
 ]
 
-PLACEMENT_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+PLACEMENT_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd",
+                      LearnedFgdPolicy.name)
+LEARNING_POLICIES = (LearnedFgdPolicy.name,)
+"""Policies whose target workload is counted from the cluster's pods each session."""
 TIE_BREAKS = ("random", "first")
 KIND_SLOTS = 9
 """Columns counting the GPU pods on a node by kind: 0 card-sharing pods, k pods of k cards."""
@@ -90,6 +100,56 @@ def parse_target_workload(entries: Sequence[Any]) -> TargetWorkload | None:
     return TargetWorkload.from_counts(counts) if counts else None
 
 
+def parse_policy_arguments(policy: str, arguments: Mapping[str, Any]) -> LearnedArgs | None:
+    """``deviceshare.FineGrainedPolicyArguments`` of ``policy``: None when it takes none.
+
+    Raises ``ValueError`` naming the argument when one is unknown or has a bad value.
+    """
+    if not isinstance(arguments, Mapping):
+        raise ValueError(f"expected a mapping of argument to value, got {arguments!r}")
+    if policy not in LEARNING_POLICIES:
+        if arguments:
+            raise ValueError(f"policy {policy or '(unset)'!r} takes no arguments, got "
+                             f"{', '.join(sorted(map(str, arguments)))}")
+        return None
+    known = LearnedArgs.__dataclass_fields__
+    unknown = sorted(str(k) for k in arguments if k not in known)
+    if unknown:
+        raise ValueError(f"unknown argument {', '.join(unknown)} of policy {policy!r} "
+                         f"(known: {', '.join(known)})")
+    return LearnedArgs(**{str(k): v for k, v in arguments.items()})
+
+
+@dataclass(slots=True)
+class LearnedShapes:
+    """Pod shapes with their counts, as a learning policy's target workload; refilled from
+    the session's pods when a session opens (no count survives a session)."""
+
+    counts: dict[ShapeKey, float] = field(default_factory=dict)
+
+    def recount(self, pods: Iterable[Any]) -> None:
+        """Count the shapes of ``pods`` (tasks bound to nodes and pending ones)."""
+        counts: dict[ShapeKey, float] = {}
+        for task in pods:
+            key = task_shape_key(task)
+            counts[key] = counts.get(key, 0.0) + 1.0
+        self.counts = counts
+
+
+def task_shape_key(task: Any) -> ShapeKey:
+    """A pod's learned shape from its requests alone (no device parsing): CPU, and the
+    ``koordinator.sh/gpu-core`` percent (the memory ratio when no core is asked) read as
+    one shared card below 100, else whole cards."""
+    cpu = int(task.resreq.milli_cpu)
+    # Extended resources are kept in milli-units.
+    percent = round((task.resreq.get(GPU_CORE) or task.resreq.get(GPU_MEMORY_RATIO)) / 1000)
+    if percent <= 0:
+        return ShapeKey(cpu, 0, 0)
+    if percent < 100:
+        return ShapeKey(cpu, percent * _CORE_TO_MILLI, 1)
+    return ShapeKey(cpu, MILLI, percent // 100)
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """A named policy and how it breaks ties, for one scheduling session."""
@@ -98,6 +158,14 @@ class Placement:
     tie_break: str = "random"
     target: TargetWorkload | None = None
     seed: int = 0
+    args: LearnedArgs | None = None
+    """The arguments of a learning policy (``deviceshare.FineGrainedPolicyArguments``)."""
+    learned: LearnedShapes = field(default_factory=LearnedShapes, compare=False)
+
+    def _policy(self, states: NodeStates, rng: random.Random) -> Policy:
+        if self.policy == LearnedFgdPolicy.name:
+            return LearnedFgdPolicy(states, learned=self.learned.counts, args=self.args)
+        return make_policy(self.policy, states, rng=rng, target=self.target)
 
     def node_scores(self, *, pod: PodShape, gpu_free: np.ndarray, gpu_count: np.ndarray,
                     cpu_free: np.ndarray,
@@ -112,8 +180,7 @@ class Placement:
         states = _states(gpu_free=gpu_free, gpu_count=gpu_count, cpu_free=cpu_free,
                          mem_bytes=mem_bytes,
                          model=model, models=models, kinds=kinds)
-        policy = make_policy(self.policy, states, rng=self._rng(pod, rows),
-                             target=self.target)
+        policy = self._policy(states, self._rng(pod, rows))
         scores = policy.score(pod, np.arange(len(rows))).astype(float)
         if self.tie_break == "first" and len(rows):
             scores += 0.5 * (1.0 - rows / (rows.max() + 1.0))
@@ -127,8 +194,7 @@ class Placement:
                          cpu_free=np.array([cpu_free]),
                          mem_bytes=np.array([mem_bytes]), model=np.array([model]),
                          models=models, kinds=kinds[None, :])
-        policy = make_policy(self.policy, states, rng=self._rng(pod, np.array([model])),
-                             target=self.target)
+        policy = self._policy(states, self._rng(pod, np.array([model])))
         return policy.choose_cards(pod, 0)
 
     def _rng(self, pod: PodShape, rows: np.ndarray) -> random.Random:

@@ -1,0 +1,194 @@
+"""Our placement policy: FGD against the pods the cluster holds, with wider score bands.
+
+FGD (``fgd``) measures fragment against the shapes of the whole trace, which a running
+scheduler cannot know in advance. ``fgd-learned`` takes its target workload from what one
+scheduling session sees: the shapes of the pods bound to nodes plus the pending ones (in a
+replay, where pods arrive one at a time, that is every arrival placed so far and the arriving
+pod). The kept shapes are chosen as FGD chooses them (most frequent first until
+``popularity`` percent of the count is covered). A learned shape is keyed by CPU, milli per
+card and card count only: a session sees a pod's accepted card models only as node affinity,
+which the predicates enforce, so every learned shape is taken to accept any model.
+
+The node score is FGD's, ⌊100·σ(Δ/``scale``)⌋ with Δ the node's fragment before minus after the
+pod, but with ``scale`` (milli) a documented argument: FGD's 1000 cuts Δ into bands about
+40 milli wide near 0; a wider ``scale`` puts more nearly-equal nodes into one band, where the
+tie-break (``first``: the first node in the node order) packs pods onto the same nodes and
+leaves others whole for the large requests. The exact Δ without bands does far worse
+(``docs/replay.md``), which is what pointed here. A card-sharing pod gets, by ``cards``, the
+fitting card with the least free milli (``bestfit``) or the card with the best banded score
+(``fragment``, as ``fgd``).
+
+No state survives a session in the scheduler: the ``deviceshare`` plugin counts the shapes
+when a session opens and hands them in as ``learned``. In the reference loop the policy
+object lives through the run and counts itself: ``observe`` marks the arriving pod pending,
+``choose_cards`` (called only for a pod that was placed) moves it to the bound ones — so both
+loops score against the same counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.replay.fgd import whole_cards
+from scheduler.replay.frag import DEFAULT_POPULARITY, FragmentCache, ShapeKey, TargetWorkload
+from scheduler.replay.state import MILLI, NodeStates, PodShape
+
+__all__ = [
+    "CARD_CHOICES",
+    "DEFAULT_SCALE",
+    "LearnedArgs",
+    "LearnedFgdPolicy",
+    "learned_key",
+]
+
+MAX_SCORE = 100
+DEFAULT_SCALE = 2000
+"""Milli of fragment change per unit of the sigmoid; FGD's is 1000."""
+CARD_CHOICES = ("bestfit", "fragment")
+_CARDS_PER_WORD = 6
+"""(MILLI + 1) ** 6 < 2 ** 63."""
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedArgs:
+    """The policy's arguments; a bad value raises ``ValueError`` naming the argument."""
+
+    scale: int = DEFAULT_SCALE
+    cards: str = "bestfit"
+    popularity: float = DEFAULT_POPULARITY
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
+            raise ValueError(f"scale must be a whole number of milli, at least 1, "
+                             f"got {self.scale!r}")
+        if self.cards not in CARD_CHOICES:
+            raise ValueError(f"cards must be one of {', '.join(CARD_CHOICES)}, "
+                             f"got {self.cards!r}")
+        if isinstance(self.popularity, bool) or not isinstance(self.popularity, int | float) \
+                or not 0 < self.popularity <= 100:
+            raise ValueError(f"popularity must be a percentage in (0, 100], "
+                             f"got {self.popularity!r}")
+
+
+def learned_key(pod: PodShape) -> ShapeKey:
+    """The shape a pod counts as: CPU, milli per card, cards; any card model."""
+    return ShapeKey(pod.cpu_milli, pod.gpu_milli, pod.num_gpu)
+
+
+def _banded(delta: np.ndarray, scale: int) -> np.ndarray:
+    # As FGD: a placement that changes nothing must give exactly 0 (score 50), not ±1e-13.
+    delta = np.round(delta, 6)
+    return np.floor(MAX_SCORE / (1.0 + np.exp(-delta / scale))).astype(np.int64)
+
+
+def _subset(states: NodeStates, rows: np.ndarray) -> NodeStates:
+    return NodeStates(gpu_free=states.gpu_free[rows], gpu_count=states.gpu_count[rows],
+                      cpu_free=states.cpu_free[rows], mem_free=states.mem_free[rows],
+                      model=states.model[rows], models=states.models, tags=states.tags[rows])
+
+
+def _kinds(states: NodeStates, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) of ``nodes`` grouped by what the fragment depends on: card model,
+    free CPU and the free milli of the cards in any order."""
+    cards = np.sort(states.gpu_free[nodes], axis=1)
+    # A row-wise np.unique sorts a structured view and costs most of a pod's score; packing
+    # six cards (0–1000 milli each) into one int64 and sorting a few columns is far cheaper.
+    columns = [states.model[nodes], states.cpu_free[nodes]]
+    for start in range(0, cards.shape[1], _CARDS_PER_WORD):
+        word = np.zeros(len(nodes), dtype=np.int64)
+        for slot in range(start, min(start + _CARDS_PER_WORD, cards.shape[1])):
+            word = word * (MILLI + 1) + cards[:, slot]
+        columns.append(word)
+    order = np.lexsort(columns[::-1])
+    keys = np.stack(columns, axis=1)[order]
+    starts = np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)]
+    group = np.cumsum(starts) - 1
+    inverse = np.empty(len(nodes), dtype=np.int64)
+    inverse[order] = group
+    # lexsort is stable, so the first row of each group is its lowest-numbered node.
+    return order[starts], inverse
+
+
+class LearnedFgdPolicy:
+    """FGD with a target workload learned from the cluster's pods, in wider bands."""
+
+    name = "fgd-learned"
+
+    def __init__(self, states: NodeStates, *, learned: Mapping[ShapeKey, float] | None = None,
+                 args: LearnedArgs | None = None) -> None:
+        self.states = states
+        self.args = args or LearnedArgs()
+        self._fixed = learned is not None
+        self._counts: dict[ShapeKey, float] = dict(learned or {})
+        self._pending: PodShape | None = None
+
+    # -- the counts -------------------------------------------------------------------------
+    def observe(self, pod: PodShape) -> None:
+        """The arriving pod is pending until ``choose_cards`` places it (reference loop)."""
+        if not self._fixed:
+            self._pending = pod
+
+    def target(self) -> TargetWorkload | None:
+        """The kept shapes of the bound and pending pods; None before any pod."""
+        counts = dict(self._counts)
+        if self._pending is not None:
+            key = learned_key(self._pending)
+            counts[key] = counts.get(key, 0.0) + 1.0
+        if not counts:
+            return None
+        return TargetWorkload.from_counts(counts, popularity=self.args.popularity)
+
+    # -- scores and cards -----------------------------------------------------------------
+    def score(self, pod: PodShape, candidates: np.ndarray) -> np.ndarray:
+        candidates = np.asarray(candidates, dtype=np.int64)
+        target = self.target()
+        if target is None or candidates.size == 0:
+            return np.zeros(candidates.size, dtype=np.int64)
+        # Nodes of one kind have the same fragment before and after any placement, so the
+        # fragment is computed once per kind over a small table of one node per kind.
+        first, inverse = _kinds(self.states, candidates)
+        sample = _subset(self.states, candidates[first])
+        cache = FragmentCache(sample, target)
+        rows = np.arange(len(sample))
+        before = cache.per_node
+        if not pod.is_share:
+            return _banded(before - cache.after_whole(pod, rows), self.args.scale)[inverse]
+        on_card, card = np.nonzero(sample.gpu_free >= pod.gpu_milli)
+        scores = np.zeros(len(sample), dtype=np.int64)
+        if on_card.size:
+            delta = before[on_card] - cache.after_share(pod, on_card,
+                                                        sample.gpu_free[on_card, card])
+            starts = np.flatnonzero(np.r_[True, on_card[1:] != on_card[:-1]])
+            scores[on_card[starts]] = _banded(np.maximum.reduceat(delta, starts),
+                                              self.args.scale)
+        return scores[inverse]
+
+    def choose_cards(self, pod: PodShape, node: int) -> tuple[int, ...]:
+        cards = self._cards(pod, node)
+        if not self._fixed:
+            key = learned_key(pod)
+            self._counts[key] = self._counts.get(key, 0.0) + 1.0
+            self._pending = None
+        return cards
+
+    def _cards(self, pod: PodShape, node: int) -> tuple[int, ...]:
+        free = self.states.gpu_free[node]
+        if pod.num_gpu == 0:
+            return ()
+        if not pod.is_share:
+            return whole_cards(pod, free)
+        fitting = np.flatnonzero(free >= pod.gpu_milli)
+        if fitting.size == 0:
+            raise ValueError("no card of the node has room for the pod")
+        if self.args.cards == "bestfit":
+            return (int(fitting[int(np.argmin(free[fitting]))]),)
+        target = self.target()
+        if target is None:
+            return (int(fitting[0]),)
+        cache = FragmentCache(_subset(self.states, np.array([node])), target)
+        delta = cache.per_node[0] - cache.after_share(
+            pod, np.zeros(fitting.size, dtype=np.int64), free[fitting])
+        return (int(fitting[int(np.argmax(_banded(delta, self.args.scale)))]),)
