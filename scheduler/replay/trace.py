@@ -214,6 +214,10 @@ def resolve_trace(name_or_path: str, *, traces_dir: Path) -> Path:
             raise TraceError(candidate, "no such pod-list file")
         return candidate
     path = traces_dir / f"{POD_LIST_PREFIX}{name_or_path}.csv"
+    if not traces_dir.is_dir():
+        raise TraceError(traces_dir, f"no such folder (trace {name_or_path!r} is looked up "
+                                     f"there; give --traces-dir, relative paths start at "
+                                     f"the current directory)")
     if not path.is_file():
         known = sorted(p.stem.removeprefix(POD_LIST_PREFIX)
                        for p in traces_dir.glob(f"{POD_LIST_PREFIX}*.csv"))

@@ -202,3 +202,8 @@ def test_default_trace_is_tuned_to_130_percent() -> None:
     work = generate_workload(pods, capacity_gpu_milli=6_212_000, tune=1.3, rng=random.Random(42))
     assert 1.3 * 6_212_000 - 1000 < work.total_gpu_milli <= 1.3 * 6_212_000 + 7000
     assert len(work.pods) > 10_000 and work.pods[len(pods)].name.endswith("-tuned-0")
+
+
+def test_a_missing_traces_folder_is_named_instead_of_an_empty_list(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match=r"no such folder .*--traces-dir"):
+        resolve_trace("default", traces_dir=tmp_path / "absent")
