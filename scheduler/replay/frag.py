@@ -35,6 +35,7 @@ __all__ = [
     "FragmentCache",
     "ShapeKey",
     "TargetWorkload",
+    "TermsMemo",
     "fragment_of_nodes",
     "shape_key",
 ]
@@ -170,12 +171,62 @@ def fragment_of_nodes(states: NodeStates, target: TargetWorkload) -> np.ndarray:
                      mem=states.mem_free, access=access, target=target)
 
 
+class TermsMemo:
+    """The terms of :func:`_terms` per row of a long-lived table, kept between calls.
+
+    A row's terms depend only on its cards' free milli and the target, so the memo keeps the
+    free milli it computed each row from and recomputes only the rows whose cards changed
+    (one vector comparison finds them). A caller that scores a few thousand mostly unchanged
+    nodes per pod thus pays for the nodes that changed, not for all of them.
+    """
+
+    __slots__ = ("_fits", "_inputs", "_small", "target")
+
+    def __init__(self, target: TargetWorkload) -> None:
+        self.target = target
+        self._inputs = np.zeros((0, 0), dtype=np.int64)
+        self._small = np.zeros((0, len(target)), dtype=np.int64)
+        self._fits = np.zeros((0, len(target)), dtype=np.int64)
+
+    def terms(self, rows: np.ndarray, gpu_free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(small, fits) of table ``rows`` whose cards have ``gpu_free`` milli free now."""
+        rows = np.asarray(rows, dtype=np.int64)
+        gpu_free = np.asarray(gpu_free, dtype=np.int64)
+        needed = int(rows.max()) + 1 if rows.size else 0
+        if self._inputs.shape[1] != gpu_free.shape[1]:
+            self._resize(0, gpu_free.shape[1])
+        if needed > len(self._inputs):
+            self._resize(needed, gpu_free.shape[1])
+        stale = (self._inputs[rows] != gpu_free).any(axis=1)
+        if stale.any():
+            dirty = rows[stale]
+            small, fits = _terms(gpu_free[stale], self.target)
+            self._small[dirty] = small
+            self._fits[dirty] = fits
+            self._inputs[dirty] = gpu_free[stale]
+        return self._small[rows], self._fits[rows]
+
+    def _resize(self, length: int, width: int) -> None:
+        # New rows hold -1 milli free, which no card ever has, so they are computed on use.
+        old = min(len(self._inputs), length) if self._inputs.shape[1] == width else 0
+        inputs = np.full((length, width), -1, dtype=np.int64)
+        small = np.zeros((length, len(self.target)), dtype=np.int64)
+        fits = np.zeros((length, len(self.target)), dtype=np.int64)
+        if old:
+            inputs[:old], small[:old], fits[:old] = (
+                self._inputs[:old], self._small[:old], self._fits[:old])
+        self._inputs, self._small, self._fits = inputs, small, fits
+
+
 class FragmentCache:
     """Per-node fragment terms of ``states`` against ``target``, refreshed by node version."""
 
     __slots__ = ("_access", "_fits", "_fragment", "_small", "_version", "states", "target")
 
-    def __init__(self, states: NodeStates, target: TargetWorkload) -> None:
+    def __init__(self, states: NodeStates, target: TargetWorkload, *,
+                 terms: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """``terms``: (small, fits) of every node of ``states`` when the caller has them
+        (:class:`TermsMemo`); computed here otherwise."""
         self.states = states
         self.target = target
         self._access = target.access(states.models)
@@ -184,6 +235,13 @@ class FragmentCache:
         self._fits = np.zeros((n, k), dtype=np.int64)
         self._fragment = np.zeros(n, dtype=np.float64)
         self._version = np.full(n, -1, dtype=np.int64)
+        if terms is not None:
+            self._small[:], self._fits[:] = terms
+            everything = np.arange(n)
+            self._fragment[:] = _fragment(
+                small=self._small, fits=self._fits, idle=states.gpu_idle, cpu=states.cpu_free,
+                mem=states.mem_free, access=self._node_access(everything), target=target)
+            self._version[:] = states.version
         self.refresh()
 
     def refresh(self) -> None:

@@ -48,8 +48,8 @@ from scheduler.api.devices.finegrained.names import (
 from scheduler.api.devices.finegrained.placement import (
     Placement,
     node_pod_shape,
-    parse_target_workload,
     placement_scores,
+    shared_placement,
 )
 from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest
 from scheduler.api.devices.finegrained.request import (
@@ -94,9 +94,9 @@ class FineGrainedFamily:
         object.__setattr__(self, "scoring", scoring_of(self.config))
         placement = None
         if self.config.finegrained_policy:
-            placement = Placement(self.config.finegrained_policy,
-                                  tie_break=self.config.finegrained_tie_break,
-                                  target=parse_target_workload(self.config.finegrained_target))
+            placement = shared_placement(self.config.finegrained_policy,
+                                         tie_break=self.config.finegrained_tie_break,
+                                         entries=self.config.finegrained_target)
         object.__setattr__(self, "placement", placement)
 
     # -- nodes ----------------------------------------------------------------------------
