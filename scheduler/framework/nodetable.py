@@ -8,12 +8,14 @@ taints, unschedulable) are derived lazily and cached for the life of the session
 A table can start from the previous cycle's (``previous``): when the node list and the
 dimensions are the same it copies that table's columns and recomputes only the ``renewed``
 rows, so opening a session costs the changed nodes, not the cluster. Row hooks that name the
-extra columns they fill (device summaries) are carried over the same way.
+extra columns they fill (device summaries) are carried over the same way, and so are the label
+codes and taint groups when the renewed rows kept their labels and taints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +26,20 @@ from scheduler.framework.hooks import BoolArray, FloatArray, IntArray
 __all__ = ["NodeTable"]
 
 RowHook = Callable[[int, NodeInfo], None]
+
+
+@dataclass(slots=True)
+class _Carried:
+    """What a table keeps of the one it carried its rows over from.
+
+    Label codes and taint groups depend only on each row's labels and taints, so they carry
+    over when every renewed row (``before``: its node as the previous table had it) still has
+    the same ones; the comparison is made per key when first asked, on the renewed rows only.
+    """
+
+    label_codes: dict[str, tuple[IntArray, dict[str, int]]]
+    taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None
+    before: list[NodeInfo]
 
 
 class NodeTable:
@@ -65,6 +81,8 @@ class NodeTable:
         self._previous: NodeTable | None = None
         """The table this one carried rows over from (until its row hooks are registered)."""
         self._renewed_rows: list[int] = []
+        self._carried: _Carried | None = None
+        """The previous table's static columns, usable while the renewed rows match them."""
         if (
             previous is not None
             and renewed is not None
@@ -75,6 +93,9 @@ class NodeTable:
             previous._previous = None  # keep no chain of older tables alive
             self._previous = previous
             self._renewed_rows = sorted(self.index[name] for name in renewed)
+            self._carried = _Carried(
+                label_codes=previous._label_codes, taint_groups=previous._taint_groups,
+                before=[previous.nodes[i] for i in self._renewed_rows])
             rows: Iterable[int] = self._renewed_rows
         else:
             rows = range(n)
@@ -195,6 +216,14 @@ class NodeTable:
     def label_codes(self, key: str) -> tuple[IntArray, dict[str, int]]:
         """Integer codes of label ``key`` per node (-1 = absent) and the value → code map."""
         cached = self._label_codes.get(key)
+        if cached is None and self._carried is not None:
+            cached = self._carried.label_codes.get(key)
+            if cached is not None and not all(
+                    old.labels.get(key) == self.nodes[i].labels.get(key)
+                    for i, old in zip(self._renewed_rows, self._carried.before, strict=True)):
+                cached = None
+            if cached is not None:
+                self._label_codes[key] = cached
         if cached is None:
             mapping: dict[str, int] = {}
             codes = np.full(len(self.nodes), -1, dtype=np.intp)
@@ -202,16 +231,24 @@ class NodeTable:
                 value = node.labels.get(key)
                 if value is not None:
                     codes[i] = mapping.setdefault(value, len(mapping))
+            codes.flags.writeable = False  # shared with the next table's session
             cached = (codes, mapping)
             self._label_codes[key] = cached
         return cached
 
     def taint_groups(self) -> tuple[IntArray, list[tuple[Taint, ...]]]:
         """Group id per node by identical taint lists, and the taint list of each group."""
+        carried = self._carried
+        if self._taint_groups is None and carried is not None \
+                and carried.taint_groups is not None and all(
+                    old.taints == self.nodes[i].taints
+                    for i, old in zip(self._renewed_rows, carried.before, strict=True)):
+            self._taint_groups = carried.taint_groups
         if self._taint_groups is None:
             groups: dict[tuple[Taint, ...], int] = {}
             ids = np.zeros(len(self.nodes), dtype=np.intp)
             for i, node in enumerate(self.nodes):
                 ids[i] = groups.setdefault(node.taints, len(groups))
+            ids.flags.writeable = False  # shared with the next table's session
             self._taint_groups = (ids, list(groups))
         return self._taint_groups
