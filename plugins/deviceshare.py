@@ -59,6 +59,8 @@ __all__ = ["ConflictingSwitches", "DeviceShare", "DeviceShareArgs"]
 
 _OWNER = "plugin deviceshare"
 _LEGACY_PLUGIN = "predicates"
+_SETTINGS = "deviceshare.ledger-settings"
+"""Table note: the (policy, placement) last written onto the nodes' ledgers."""
 
 Requests = list[tuple[DeviceFamily, Any]]
 
@@ -224,13 +226,21 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
             return
         placement = next((getattr(f, "placement", None) for f in self.families
                           if getattr(f, "placement", None) is not None), None)
-        for node in session.node_list:  # the conf may have changed since the ledger was built
-            for devices in node.others.values():
+        table = session.table
+        # The conf may have changed since the ledgers were built. Nodes carried over from
+        # the previous table got these settings then, unless the settings changed since.
+        last = table.notes.get(_SETTINGS)
+        unchanged = isinstance(last, tuple) and last[0] == self.config.policy \
+            and last[1] is placement
+        rows = table.renewed_rows if unchanged else range(len(table))
+        nodes = table.nodes
+        for row in rows:
+            for devices in nodes[row].others.values():
                 if hasattr(devices, "policy"):
                     devices.policy = self.config.policy
                 if hasattr(devices, "placement"):
                     devices.placement = placement
-        table = session.table
+        table.notes[_SETTINGS] = (self.config.policy, placement)
         columns = [column for family in self.families for column in family.COLUMNS]
         for column in columns:
             table.columns[column] = np.zeros(len(table))

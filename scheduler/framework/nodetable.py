@@ -56,10 +56,8 @@ class NodeTable:
         self.nodes = list(nodes)
         self.names = [node.name for node in self.nodes]
         self.index = {name: i for i, name in enumerate(self.names)}
-        scalars: set[str] = set(extra_dims)
-        for node in self.nodes:
-            scalars.update(node.allocatable.scalars)
-        scalars.discard(PODS)
+        self._node_scalars = self._scalars_of(previous, renewed)
+        scalars = (self._node_scalars | set(extra_dims)) - {PODS}
         self.dims: list[str] = [CPU, MEMORY, PODS, *sorted(scalars)]
         self.dim_index = {name: i for i, name in enumerate(self.dims)}
         n, r = len(self.nodes), len(self.dims)
@@ -81,6 +79,12 @@ class NodeTable:
         self._previous: NodeTable | None = None
         """The table this one carried rows over from (until its row hooks are registered)."""
         self._renewed_rows: list[int] = []
+        self.carried_over = False
+        """Whether the rows not in :attr:`renewed_rows` came over from the previous table."""
+        self.notes: dict[str, object] = {}
+        """Values kept with the rows for the next table (e.g. what a plugin last wrote onto
+        the nodes' device objects); a table that carries its rows over starts with the
+        previous table's notes."""
         self._carried: _Carried | None = None
         """The previous table's static columns, usable while the renewed rows match them."""
         if (
@@ -90,6 +94,8 @@ class NodeTable:
             and previous.names == self.names
         ):
             self._copy_columns(previous)
+            self.carried_over = True
+            self.notes = dict(previous.notes)
             previous._previous = None  # keep no chain of older tables alive
             self._previous = previous
             self._renewed_rows = sorted(self.index[name] for name in renewed)
@@ -105,6 +111,26 @@ class NodeTable:
             self.allocatable[i] = self.vector(node.allocatable)
             self.unschedulable[i] = node.unschedulable
             self.sync(i)
+
+    def _scalars_of(self, previous: NodeTable | None,
+                    renewed: Iterable[str] | None) -> frozenset[str]:
+        """The scalar resource names of the nodes' allocatable: the previous table's when it
+        lists the same nodes and every renewed node kept the names it had there."""
+        if previous is not None and renewed is not None and previous.names == self.names:
+            before = previous.nodes
+            rows = [self.index[name] for name in renewed]
+            if all(self.nodes[i].allocatable.scalars.keys() == before[i].allocatable.scalars.keys()
+                   for i in rows):
+                return previous._node_scalars
+        names: set[str] = set()
+        for node in self.nodes:
+            names.update(node.allocatable.scalars)
+        return frozenset(names)
+
+    @property
+    def renewed_rows(self) -> Sequence[int]:
+        """Rows computed anew for this table (all of them unless :attr:`carried_over`)."""
+        return self._renewed_rows if self.carried_over else range(len(self.nodes))
 
     def _copy_columns(self, previous: NodeTable) -> None:
         """Start from ``previous``'s resource columns (same nodes, same dimensions)."""

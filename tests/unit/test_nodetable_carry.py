@@ -71,3 +71,21 @@ def test_codes_first_asked_in_the_new_table_are_computed() -> None:
     table = NodeTable(nodes, previous=previous, renewed=set())
     codes, mapping = table.label_codes("kubernetes.io/hostname")
     assert mapping == {} and (codes == -1).all()
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    pytest.param({"example.com/fpga": 2.0}, {"example.com/fpga": 4.0}, id="same-names"),
+    pytest.param({}, {"example.com/fpga": 2.0}, id="name-added"),
+    pytest.param({"example.com/fpga": 2.0}, {}, id="only-holder-drops-it"),
+])
+def test_resource_dimensions_follow_the_renewed_nodes(before: dict[str, float],
+                                                      after: dict[str, float]) -> None:
+    first = [_node("n0", "a"), _node("n1", "b")]
+    first[1].allocatable = Resource(1000, 0, dict(before))
+    previous = NodeTable(first)
+    renewed = [first[0], _node("n1", "b")]
+    renewed[1].allocatable = Resource(1000, 0, dict(after))
+    table = NodeTable(renewed, previous=previous, renewed={"n1"})
+    fresh = NodeTable(renewed)
+    assert table.dims == fresh.dims
+    np.testing.assert_array_equal(table.allocatable, fresh.allocatable)
