@@ -106,3 +106,30 @@ def test_shared_placement_is_kept_per_conf_value_object() -> None:
 @pytest.mark.parametrize("policy", ["bestfit", "packing"])
 def test_policies_without_target_keep_no_terms(policy: str) -> None:
     assert shared_placement(policy, tie_break="first", entries=()).terms is None
+
+
+def _partition(first: np.ndarray, inverse: np.ndarray) -> set[tuple[int, ...]]:
+    groups: dict[int, list[int]] = {}
+    for row, group in enumerate(inverse):
+        groups.setdefault(int(group), []).append(row)
+    assert sorted(min(g) for g in groups.values()) == sorted(int(f) for f in first)
+    return {tuple(g) for g in groups.values()}
+
+
+@pytest.mark.parametrize("weights", ["fixed", "all-colliding"])
+def test_node_kinds_group_rows_as_the_exact_row_grouping(
+        weights: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nodes of one kind (``FragmentCache.kinds``) are the rows ``np.unique(axis=0)`` puts
+    together; with weights that fold every row to one key, the check catches it."""
+    import scheduler.replay.frag as frag
+
+    if weights == "all-colliding":
+        monkeypatch.setattr(frag, "_ROW_WEIGHTS", np.zeros(64, dtype=np.int64))
+    rng = np.random.default_rng(5)
+    matrix = np.concatenate([rng.integers(-1, 2, (300, 1)), rng.choice([4000, 8000], (300, 1)),
+                             np.sort(_cards(rng, 300), axis=1)], axis=1)
+    first, inverse = frag._group_rows(matrix)
+    _, exact_first, exact_inverse = np.unique(matrix, axis=0, return_index=True,
+                                              return_inverse=True)
+    assert _partition(first, inverse) == _partition(exact_first, exact_inverse.reshape(-1))
+    np.testing.assert_array_equal(matrix[first][inverse], matrix)
