@@ -229,7 +229,7 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         table = session.table
         # The conf may have changed since the ledgers were built. Nodes carried over from
         # the previous table got these settings then, unless the settings changed since.
-        last = table.notes.get(_SETTINGS)
+        last = table.previous_notes.get(_SETTINGS)
         unchanged = isinstance(last, tuple) and last[0] == self.config.policy \
             and last[1] is placement
         rows = table.renewed_rows if unchanged else range(len(table))

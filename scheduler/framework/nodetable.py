@@ -82,9 +82,11 @@ class NodeTable:
         self.carried_over = False
         """Whether the rows not in :attr:`renewed_rows` came over from the previous table."""
         self.notes: dict[str, object] = {}
-        """Values kept with the rows for the next table (e.g. what a plugin last wrote onto
-        the nodes' device objects); a table that carries its rows over starts with the
-        previous table's notes."""
+        """Values written during this table's session for the next table (what a plugin
+        wrote onto the nodes' objects, which rows hold what); only the next table sees them,
+        as :attr:`previous_notes`, so a note skipped for a cycle is never read stale."""
+        self.previous_notes: dict[str, object] = {}
+        """The notes of the table this one carried its rows over from (empty otherwise)."""
         self._carried: _Carried | None = None
         """The previous table's static columns, usable while the renewed rows match them."""
         if (
@@ -95,7 +97,7 @@ class NodeTable:
         ):
             self._copy_columns(previous)
             self.carried_over = True
-            self.notes = dict(previous.notes)
+            self.previous_notes = previous.notes
             previous._previous = None  # keep no chain of older tables alive
             self._previous = previous
             self._renewed_rows = sorted(self.index[name] for name in renewed)
