@@ -204,13 +204,53 @@ class TermsMemo:
     nodes per pod thus pays for the nodes that changed, not for all of them.
     """
 
-    __slots__ = ("_fits", "_inputs", "_small", "target")
+    __slots__ = ("_access", "_fits", "_fragment", "_inputs", "_models", "_small", "_state",
+                 "target")
 
     def __init__(self, target: TargetWorkload) -> None:
         self.target = target
         self._inputs = np.zeros((0, 0), dtype=np.int64)
         self._small = np.zeros((0, len(target)), dtype=np.int64)
         self._fits = np.zeros((0, len(target)), dtype=np.int64)
+        self._state = np.zeros((0, 0), dtype=np.int64)
+        """Per row: free milli per card, free CPU, free memory, model code (fragment inputs)."""
+        self._fragment = np.zeros(0, dtype=np.float64)
+        self._models: tuple[str, ...] | None = None
+        self._access = np.zeros((len(target), 1), dtype=bool)
+
+    def fragments(self, rows: np.ndarray, states: NodeStates
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(small, fits, fragment) of table ``rows``, whose nodes are ``states`` now.
+
+        The fragment also depends on free CPU, memory and the card model, so it is kept
+        under all of them; rows whose state changed are recomputed, from their terms."""
+        rows = np.asarray(rows, dtype=np.int64)
+        small, fits = self.terms(rows, states.gpu_free)
+        state = np.concatenate([np.asarray(states.gpu_free, dtype=np.int64),
+                                np.stack([states.cpu_free, states.mem_free, states.model],
+                                         axis=1).astype(np.int64)], axis=1)
+        if states.models != self._models or self._state.shape[1] != state.shape[1]:
+            self._models = states.models  # codes index this tuple: another one, all anew
+            self._access = self.target.access(states.models)
+            self._state = np.zeros((0, state.shape[1]), dtype=np.int64)
+            self._fragment = np.zeros(0, dtype=np.float64)
+        needed = int(rows.max()) + 1 if rows.size else 0
+        if needed > len(self._state):
+            # -1 milli free on a card never occurs, so new rows are computed on use.
+            grown = np.full((needed, state.shape[1]), -1, dtype=np.int64)
+            grown[: len(self._state)] = self._state
+            fragment = np.zeros(needed, dtype=np.float64)
+            fragment[: len(self._fragment)] = self._fragment
+            self._state, self._fragment = grown, fragment
+        stale = (self._state[rows] != state).any(axis=1)
+        if stale.any():
+            dirty = rows[stale]
+            self._fragment[dirty] = _fragment(
+                small=small[stale], fits=fits[stale], idle=states.gpu_idle[stale],
+                cpu=states.cpu_free[stale], mem=states.mem_free[stale],
+                access=self._access[:, states.model[stale]].T, target=self.target)
+            self._state[dirty] = state[stale]
+        return small, fits, self._fragment[rows]
 
     def terms(self, rows: np.ndarray, gpu_free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(small, fits) of table ``rows`` whose cards have ``gpu_free`` milli free now."""
@@ -248,9 +288,10 @@ class FragmentCache:
     __slots__ = ("_access", "_fits", "_fragment", "_small", "_version", "states", "target")
 
     def __init__(self, states: NodeStates, target: TargetWorkload, *,
-                 terms: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 terms: tuple[np.ndarray, np.ndarray] | None = None,
+                 fragment: np.ndarray | None = None) -> None:
         """``terms``: (small, fits) of every node of ``states`` when the caller has them
-        (:class:`TermsMemo`); computed here otherwise."""
+        (:class:`TermsMemo`), and ``fragment`` with them; computed here otherwise."""
         self.states = states
         self.target = target
         self._access = target.access(states.models)
@@ -261,10 +302,12 @@ class FragmentCache:
         self._version = np.full(n, -1, dtype=np.int64)
         if terms is not None:
             self._small[:], self._fits[:] = terms
-            everything = np.arange(n)
-            self._fragment[:] = _fragment(
-                small=self._small, fits=self._fits, idle=states.gpu_idle, cpu=states.cpu_free,
-                mem=states.mem_free, access=self._node_access(everything), target=target)
+            if fragment is None:
+                fragment = _fragment(
+                    small=self._small, fits=self._fits, idle=states.gpu_idle,
+                    cpu=states.cpu_free, mem=states.mem_free,
+                    access=self._node_access(np.arange(n)), target=target)
+            self._fragment[:] = fragment
             self._version[:] = states.version
         self.refresh()
 

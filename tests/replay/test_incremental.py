@@ -11,7 +11,13 @@ import pytest
 
 from scheduler.api.devices.finegrained.placement import Placement, shared_placement
 from scheduler.replay.fgd import FgdPolicy
-from scheduler.replay.frag import ShapeKey, TargetWorkload, TermsMemo, _terms
+from scheduler.replay.frag import (
+    ShapeKey,
+    TargetWorkload,
+    TermsMemo,
+    _terms,
+    fragment_of_nodes,
+)
 from scheduler.replay.state import MILLI, NodeStates, PodShape
 
 TARGET = TargetWorkload.from_counts(
@@ -133,3 +139,29 @@ def test_node_kinds_group_rows_as_the_exact_row_grouping(
                                               return_inverse=True)
     assert _partition(first, inverse) == _partition(exact_first, exact_inverse.reshape(-1))
     np.testing.assert_array_equal(matrix[first][inverse], matrix)
+
+
+def test_kept_fragments_follow_cpu_memory_model_and_cards() -> None:
+    """The per-row fragment is kept under every input it reads; changing any one of them
+    (or the models the codes point into) must give the figure computed from scratch."""
+    rng = np.random.default_rng(17)
+    memo = TermsMemo(TARGET.with_memory({k: 2048.0 for k in TARGET.shapes}))
+    states = NodeStates.build(gpu_counts=[8] * 30, cpu_milli=[16_000] * 30,
+                              memory_mib=[4096] * 30, models=["A", "B"] * 15)
+    rows = np.arange(30)
+    for step in range(12):
+        changed = rng.integers(30)
+        field = step % 4
+        if field == 0:
+            states.gpu_free[changed] = _cards(rng, 1)[0]
+        elif field == 1:
+            states.cpu_free[changed] = rng.choice([1000, 4000, 16_000])
+        elif field == 2:
+            states.mem_free[changed] = rng.choice([1024, 4096])
+        else:
+            states.model[changed] = 1 - states.model[changed]
+        if step == 6:
+            states.models = ("B", "A")  # same codes, other models: every row anew
+        small, fits, fragment = memo.fragments(rows, states)
+        np.testing.assert_array_equal(fragment, fragment_of_nodes(states, memo.target))
+        np.testing.assert_array_equal(small, _terms(states.gpu_free, memo.target)[0])

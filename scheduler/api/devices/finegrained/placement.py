@@ -122,8 +122,9 @@ class Placement:
                          mem_bytes=mem_bytes,
                          model=model, models=models, kinds=kinds)
         if self.policy == FgdPolicy.name and self.target is not None and self.terms is not None:
-            policy: Any = FgdPolicy(states, target=self.target,
-                                    terms=self.terms.terms(rows, states.gpu_free))
+            small, fits, fragment = self.terms.fragments(rows, states)
+            policy: Any = FgdPolicy(states, target=self.target, terms=(small, fits),
+                                    fragment=fragment)
         else:
             policy = make_policy(self.policy, states, rng=self._rng(pod, rows),
                                  target=self.target)
