@@ -37,19 +37,19 @@ class Allocate:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         jobs_by_queue: dict[QueueID, PriorityQueue[JobInfo]] = {}
         pending_tasks: dict[str, PriorityQueue[TaskInfo]] = {}
-        invalid = session.invalid_jobs
-        for job in session.jobs.values():  # every job of the cluster: kept lean
+        for job in session.jobs.values():
             if job.is_pending():
                 if enqueue_on:
                     continue
                 job.podgroup.phase = PHASE_INQUEUE
-            pending = job.task_status_index.get(TaskStatus.PENDING)
-            if not pending or job.uid in invalid:
-                continue
             queue = session.queues.get(job.queue)
-            if queue is None:
+            if queue is None or not session.is_valid(job):
                 continue
-            candidates = [t for t in pending.values() if not t.best_effort and not t.sched_gated]
+            candidates = [
+                t
+                for t in job.task_status_index.get(TaskStatus.PENDING, {}).values()
+                if not t.best_effort and not t.sched_gated
+            ]
             if not candidates:
                 continue
             pending_tasks[job.uid] = PriorityQueue(session.task_order, candidates)

@@ -106,9 +106,8 @@ class Gang(PluginBase[NoArgs]):
 
     def on_session_close(self, session: Session) -> None:
         now = rfc3339(session.clock())
-        invalid = session.invalid_jobs
-        for job in session.jobs.values():  # every job of the cluster: kept lean
-            if job.uid in invalid:
+        for job in session.jobs.values():
+            if not session.is_valid(job):
                 continue
             if _running_gang(job):
                 session.update_podgroup_condition(
@@ -142,6 +141,6 @@ def _running_gang(job: JobInfo) -> bool:
 
 
 def _clear_unschedulable(job: JobInfo) -> None:
-    conditions = job.podgroup.conditions
-    if any(c.get("type") == "Unschedulable" for c in conditions):
-        job.podgroup.conditions = [c for c in conditions if c.get("type") != "Unschedulable"]
+    job.podgroup.conditions = [
+        c for c in job.podgroup.conditions if c.get("type") != "Unschedulable"
+    ]
