@@ -23,6 +23,7 @@ never loops over every node:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,7 @@ __all__ = ["ConflictingSwitches", "DeviceShare", "DeviceShareArgs"]
 _OWNER = "plugin deviceshare"
 _LEGACY_PLUGIN = "predicates"
 _SETTINGS = "deviceshare.ledger-settings"
-"""Table note: the (policy, placement) last written onto the nodes' ledgers."""
+"""Node-table ``derived`` key: the (policy, placement) this session wrote onto the ledgers."""
 
 Requests = list[tuple[DeviceFamily, Any]]
 
@@ -229,10 +230,11 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         table = session.table
         # The conf may have changed since the ledgers were built. Nodes carried over from
         # the previous table got these settings then, unless the settings changed since.
-        last = table.previous_notes.get(_SETTINGS)
-        unchanged = isinstance(last, tuple) and last[0] == self.config.policy \
-            and last[1] is placement
-        rows = table.renewed_rows if unchanged else range(len(table))
+        carried = table.carried(_SETTINGS)
+        rows: Sequence[int] = range(len(table))
+        if carried is not None and carried[0][0] == self.config.policy \
+                and carried[0][1] is placement:
+            rows = carried[1]
         nodes = table.nodes
         for row in rows:
             for devices in nodes[row].others.values():
@@ -240,7 +242,7 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                     devices.policy = self.config.policy
                 if hasattr(devices, "placement"):
                     devices.placement = placement
-        table.notes[_SETTINGS] = (self.config.policy, placement)
+        table.derived[_SETTINGS] = (self.config.policy, placement)
         columns = [column for family in self.families for column in family.COLUMNS]
         for column in columns:
             table.columns[column] = np.zeros(len(table))

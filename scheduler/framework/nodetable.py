@@ -15,7 +15,7 @@ codes and taint groups when the renewed rows kept their labels and taints.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +28,6 @@ __all__ = ["NodeTable"]
 RowHook = Callable[[int, NodeInfo], None]
 
 
-@dataclass(slots=True)
 class _Carried:
     """What a table keeps of the one it carried its rows over from.
 
@@ -37,9 +36,14 @@ class _Carried:
     the same ones; the comparison is made per key when first asked, on the renewed rows only.
     """
 
-    label_codes: dict[str, tuple[IntArray, dict[str, int]]]
-    taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None
-    before: list[NodeInfo]
+    __slots__ = ("before", "label_codes", "taint_groups")
+
+    def __init__(self, *, label_codes: dict[str, tuple[IntArray, dict[str, int]]],
+                 taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None,
+                 before: list[NodeInfo]) -> None:
+        self.label_codes = label_codes
+        self.taint_groups = taint_groups
+        self.before = before
 
 
 class NodeTable:
@@ -56,8 +60,10 @@ class NodeTable:
         self.nodes = list(nodes)
         self.names = [node.name for node in self.nodes]
         self.index = {name: i for i, name in enumerate(self.names)}
-        self._node_scalars = self._scalars_of(previous, renewed)
-        scalars = (self._node_scalars | set(extra_dims)) - {PODS}
+        scalars: set[str] = set(extra_dims)
+        for node in self.nodes:
+            scalars.update(node.allocatable.scalars)
+        scalars.discard(PODS)
         self.dims: list[str] = [CPU, MEMORY, PODS, *sorted(scalars)]
         self.dim_index = {name: i for i, name in enumerate(self.dims)}
         n, r = len(self.nodes), len(self.dims)
@@ -79,16 +85,9 @@ class NodeTable:
         self._previous: NodeTable | None = None
         """The table this one carried rows over from (until its row hooks are registered)."""
         self._renewed_rows: list[int] = []
-        self.carried_over = False
-        """Whether the rows not in :attr:`renewed_rows` came over from the previous table."""
-        self.notes: dict[str, object] = {}
-        """Values written during this table's session for the next table (what a plugin
-        wrote onto the nodes' objects, which rows hold what); only the next table sees them,
-        as :attr:`previous_notes`, so a note skipped for a cycle is never read stale."""
-        self.previous_notes: dict[str, object] = {}
-        """The notes of the table this one carried its rows over from (empty otherwise)."""
-        self._carried: _Carried | None = None
-        """The previous table's static columns, usable while the renewed rows match them."""
+        self.derived: dict[str, Any] = {}
+        """Values derived from the rows (e.g. image sizes), kept for the next table to reuse
+        through :meth:`carried`; each must describe the rows as the snapshot gave them."""
         if (
             previous is not None
             and renewed is not None
@@ -96,17 +95,17 @@ class NodeTable:
             and previous.names == self.names
         ):
             self._copy_columns(previous)
-            self.carried_over = True
-            self.previous_notes = previous.notes
             previous._previous = None  # keep no chain of older tables alive
             self._previous = previous
             self._renewed_rows = sorted(self.index[name] for name in renewed)
-            self._carried = _Carried(
+            rows: Iterable[int] = self._renewed_rows
+            # The previous table's static columns, usable while the renewed rows match them.
+            self._carried: _Carried | None = _Carried(
                 label_codes=previous._label_codes, taint_groups=previous._taint_groups,
                 before=[previous.nodes[i] for i in self._renewed_rows])
-            rows: Iterable[int] = self._renewed_rows
         else:
             rows = range(n)
+            self._carried = None
         for i in rows:
             node = self.nodes[i]
             node.index = i
@@ -114,25 +113,14 @@ class NodeTable:
             self.unschedulable[i] = node.unschedulable
             self.sync(i)
 
-    def _scalars_of(self, previous: NodeTable | None,
-                    renewed: Iterable[str] | None) -> frozenset[str]:
-        """The scalar resource names of the nodes' allocatable: the previous table's when it
-        lists the same nodes and every renewed node kept the names it had there."""
-        if previous is not None and renewed is not None and previous.names == self.names:
-            before = previous.nodes
-            rows = [self.index[name] for name in renewed]
-            if all(self.nodes[i].allocatable.scalars.keys() == before[i].allocatable.scalars.keys()
-                   for i in rows):
-                return previous._node_scalars
-        names: set[str] = set()
-        for node in self.nodes:
-            names.update(node.allocatable.scalars)
-        return frozenset(names)
-
-    @property
-    def renewed_rows(self) -> Sequence[int]:
-        """Rows computed anew for this table (all of them unless :attr:`carried_over`)."""
-        return self._renewed_rows if self.carried_over else range(len(self.nodes))
+    def carried(self, key: str) -> tuple[Any, list[int]] | None:
+        """The previous table's ``derived[key]`` and the rows renewed since (whose values it
+        may have wrong), or None when this table was built without a previous one."""
+        previous = self._previous
+        if previous is None:
+            return None
+        value = previous.derived.get(key)
+        return None if value is None else (value, self._renewed_rows)
 
     def _copy_columns(self, previous: NodeTable) -> None:
         """Start from ``previous``'s resource columns (same nodes, same dimensions)."""

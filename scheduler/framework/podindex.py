@@ -78,11 +78,8 @@ class Carrier:
 
 class PodIndex:
     def __init__(
-        self, table: NodeTable, *, namespace_labels: Mapping[str, Mapping[str, str]],
-        touched: Iterable[int] = (),
+        self, table: NodeTable, *, namespace_labels: Mapping[str, Mapping[str, str]]
     ) -> None:
-        """``touched``: rows whose pods changed since the table was built (an index made
-        after the session placed pods)."""
         self.table = table
         self.namespace_labels = namespace_labels
         self.built = False
@@ -101,7 +98,11 @@ class PodIndex:
         self._unanchored_queries: list[CountQuery] = []
         self._carriers_by_anchor: dict[tuple[str, str], list[Carrier]] = {}
         self._unanchored_carriers: list[Carrier] = []
-        self.carriers_present = bool(_carrier_rows(table, touched))
+        for node in table.nodes:
+            for task in node.tasks.values():
+                if task.spec.terms.carries_terms:
+                    self.carriers_present = True
+                    return
 
     # -- events ---------------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
@@ -266,30 +267,6 @@ class PodIndex:
         ]
 
 
-_CARRIER_ROWS = "podindex.carrier-rows"
-"""Table note: rows whose pods carry terms that bind pods placed after them."""
-
-
-def _carrier_rows(table: NodeTable, touched: Iterable[int]) -> frozenset[int]:
-    """Rows holding a pod with binding terms; the previous table's rows are rescanned only
-    where they were renewed or touched, so a busy cluster is not walked pod by pod every
-    cycle."""
-    known = table.previous_notes.get(_CARRIER_ROWS)
-    renewed: Iterable[int]
-    if isinstance(known, frozenset) and table.carried_over:
-        renewed = {*table.renewed_rows, *touched}
-        rows = set(known.difference(renewed))
-    else:
-        renewed, rows = range(len(table)), set()
-    nodes = table.nodes
-    for row in renewed:
-        if any(task.spec.terms.carries_terms for task in nodes[row].tasks.values()):
-            rows.add(row)
-    carriers = frozenset(rows)
-    table.notes[_CARRIER_ROWS] = carriers
-    return carriers
-
-
 _INDEXES: weakref.WeakKeyDictionary[Session, PodIndex] = weakref.WeakKeyDictionary()
 
 
@@ -301,10 +278,7 @@ def pod_index(session: Session) -> PodIndex:
     """
     index = _INDEXES.get(session)
     if index is None:
-        table = session.table
-        index = PodIndex(table, namespace_labels=session.namespace_labels,
-                         touched=[table.index[name] for name in session.touched_nodes
-                                  if name in table.index])
+        index = PodIndex(session.table, namespace_labels=session.namespace_labels)
         _INDEXES[session] = index
     return index
 

@@ -144,7 +144,9 @@ class Session:
         self.touched_tasks = snapshot.touched_tasks
         """Copies this session changed; the cache renews them before the next session."""
         self.namespace_labels = snapshot.namespace_labels
-        self._total_resource: Resource | None = None
+        self.total_resource = Resource()
+        for node in self.node_list:
+            self.total_resource.add(node.allocatable)
         self.tiers = [list(tier) for tier in tiers]
         self.invalid_jobs: dict[JobID, tuple[str, str]] = {}
         self.plugin_seconds: dict[tuple[str, str], float] = {}
@@ -169,22 +171,6 @@ class Session:
         ]
         self._exact = [p for tier in self.hooks(h.ExactPredicate) for p in tier]
 
-    @property
-    def total_resource(self) -> Resource:
-        """The nodes' allocatable summed; computed when first asked, since only a few
-        plugins (drf, proportion, capacity, overcommit) read it and it costs a pass over
-        every node."""
-        if self._total_resource is None:
-            total = Resource()
-            for node in self.node_list:
-                total.add(node.allocatable)
-            self._total_resource = total
-        return self._total_resource
-
-    @total_resource.setter
-    def total_resource(self, value: Resource) -> None:
-        self._total_resource = value
-
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
         """Run every plugin's ``on_session_open`` in tier order, then drop invalid jobs."""
@@ -193,15 +179,10 @@ class Session:
                 started = time.perf_counter()
                 entry.plugin.on_session_open(self)
                 self.time_plugin(entry, "OnSessionOpen", time.perf_counter() - started)
-        # The validators in tier order, looked up once: this visits every job of the cluster.
-        validators = [plugin.job_valid for tier in self.hooks(h.JobValid) for plugin in tier]
-        invalid = self.invalid_jobs
         for job in list(self.jobs.values()):
-            for validator in validators:
-                verdict = validator(job)
-                if verdict is not None:
-                    invalid[job.uid] = verdict
-                    break
+            verdict = self.job_valid(job)
+            if verdict is not None:
+                self.invalid_jobs[job.uid] = verdict
 
     def time_plugin(self, entry: PluginEntry, stage: str, seconds: float) -> None:
         name = getattr(entry.plugin, "NAME", "") or type(entry.plugin).__name__

@@ -11,6 +11,8 @@ from scheduler.simulate import build_simulation
 from tests.builders import conf_of
 from tests.devices.conftest import gpu_node, gpushare_conf
 
+SETTINGS = "deviceshare.ledger-settings"
+
 
 def _policies(session: object) -> set[str]:
     return {devices.policy for node in session.node_list  # type: ignore[attr-defined]
@@ -23,12 +25,12 @@ def test_a_changed_policy_reaches_the_ledgers_of_carried_nodes() -> None:
                                        conf=conf_of(gpushare_conf(policy="binpack")))
     scheduler.run_once()
     session = scheduler.open_session()
-    assert session.table.carried_over  # the case this test is about: rows carried over
+    assert session.table.carried(SETTINGS) is not None  # the case this test is about
     assert _policies(session) == {"binpack"}
     scheduler.run_once()
     scheduler.set_conf(conf_of(gpushare_conf(policy="spread")))
     session = scheduler.open_session()
-    assert session.table.carried_over
+    assert session.table.carried(SETTINGS) is not None
     assert _policies(session) == {"spread"}
     scheduler.set_conf(conf_of(gpushare_conf(policy="binpack")))
     assert _policies(scheduler.open_session()) == {"binpack"}

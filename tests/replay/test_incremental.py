@@ -164,4 +164,6 @@ def test_kept_fragments_follow_cpu_memory_model_and_cards() -> None:
             states.models = ("B", "A")  # same codes, other models: every row anew
         small, fits, fragment = memo.fragments(rows, states)
         np.testing.assert_array_equal(fragment, fragment_of_nodes(states, memo.target))
-        np.testing.assert_array_equal(small, _terms(states.gpu_free, memo.target)[0])
+        expected_small, expected_fits = _terms(states.gpu_free, memo.target)
+        np.testing.assert_array_equal(small, expected_small)
+        np.testing.assert_array_equal(fits, expected_fits)
