@@ -244,9 +244,7 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                     devices.placement = placement
         table.derived[_SETTINGS] = (self.config.policy, placement)
         columns = [column for family in self.families for column in family.COLUMNS]
-        for column in columns:
-            table.columns[column] = np.zeros(len(table))
-        table.add_row_hook(self._sync_row, columns=columns)
+        table.add_row_hook(self._sync_row, columns=columns)  # carried over, or zeros filled
 
     def _sync_row(self, row: int, node: NodeInfo) -> None:
         columns = self.ssn.table.columns

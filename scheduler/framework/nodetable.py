@@ -160,7 +160,8 @@ class NodeTable:
         """Register a per-row updater and bring every row up to date with it.
 
         A hook that names the extra ``columns`` it fills runs only on the renewed rows when
-        this table carried its rows over from a previous one that had those columns.
+        this table carried its rows over from a previous one that had those columns; named
+        columns the table lacks otherwise start as zeros.
         """
         self.row_hooks.append(hook)
         names = list(columns)
@@ -170,6 +171,10 @@ class NodeTable:
             for name in names:
                 self.columns[name] = previous.columns[name].copy()
             rows = self._renewed_rows
+        else:
+            for name in names:
+                if name not in self.columns:
+                    self.columns[name] = np.zeros(len(self.nodes))
         for i in rows:
             hook(i, self.nodes[i])
 

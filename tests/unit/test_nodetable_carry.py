@@ -89,3 +89,21 @@ def test_resource_dimensions_follow_the_renewed_nodes(before: dict[str, float],
     fresh = NodeTable(renewed)
     assert table.dims == fresh.dims
     np.testing.assert_array_equal(table.allocatable, fresh.allocatable)
+
+
+def test_hook_columns_start_as_zeros_or_carry_over_with_renewed_rows_refilled() -> None:
+    values = {"n0": 1.0, "n1": 2.0, "n2": 3.0, "n3": 4.0}
+
+    def fill(table: NodeTable) -> None:
+        def hook(row: int, node: NodeInfo) -> None:
+            table.columns["extra"][row] = values.get(node.name, 0.0)
+        table.add_row_hook(hook, columns=["extra"])
+
+    nodes, previous = _first()
+    fill(previous)
+    np.testing.assert_array_equal(previous.columns["extra"], [1, 2, 3, 4])
+    values["n2"], values["n3"] = 30.0, 40.0  # only n2 is renewed below
+    table = NodeTable(nodes, previous=previous, renewed={"n2"})
+    fill(table)
+    np.testing.assert_array_equal(table.columns["extra"], [1, 2, 30, 4])
+    np.testing.assert_array_equal(previous.columns["extra"], [1, 2, 3, 4])  # a copy
