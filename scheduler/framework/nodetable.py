@@ -168,8 +168,16 @@ class NodeTable:
         previous = self._previous
         rows: Iterable[int] = range(len(self.nodes))
         if names and previous is not None and all(name in previous.columns for name in names):
-            for name in names:
-                self.columns[name] = previous.columns[name].copy()
+            carried = [previous.columns[name] for name in names]
+            if len({column.dtype for column in carried}) == 1:
+                # One copy of all of them (a device family keeps dozens) instead of one per
+                # column; each column is a contiguous row of the block.
+                block = np.stack(carried)
+                for i, name in enumerate(names):
+                    self.columns[name] = block[i]
+            else:
+                for name, column in zip(names, carried, strict=True):
+                    self.columns[name] = column.copy()
             rows = self._renewed_rows
         else:
             for name in names:

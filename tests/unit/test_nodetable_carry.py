@@ -107,3 +107,27 @@ def test_hook_columns_start_as_zeros_or_carry_over_with_renewed_rows_refilled() 
     fill(table)
     np.testing.assert_array_equal(table.columns["extra"], [1, 2, 30, 4])
     np.testing.assert_array_equal(previous.columns["extra"], [1, 2, 3, 4])  # a copy
+
+
+def test_carried_hook_columns_keep_their_dtypes_and_are_independent() -> None:
+    nodes, previous = _first()
+
+    def hook_for(table: NodeTable) -> None:
+        def hook(row: int, node: NodeInfo) -> None:
+            table.columns["count"][row] = row
+            table.columns["flag"][row] = row % 2 == 0
+            table.columns["a"][row] = row * 10.0
+            table.columns["b"][row] = -row
+        for name, dtype in (("count", np.int64), ("flag", bool)):
+            if name not in table.columns:
+                table.columns[name] = np.zeros(len(table), dtype=dtype)
+        table.add_row_hook(hook, columns=["a", "b"])
+        table.add_row_hook(lambda row, node: None, columns=["count", "flag"])
+
+    hook_for(previous)
+    table = NodeTable(nodes, previous=previous, renewed={"n1"})
+    hook_for(table)
+    assert table.columns["count"].dtype == np.int64 and table.columns["flag"].dtype == bool
+    table.columns["a"][0] = 99.0
+    assert table.columns["b"][0] == 0 and previous.columns["a"][0] == 0.0
+    np.testing.assert_array_equal(table.columns["b"], [0, -1, -2, -3])
