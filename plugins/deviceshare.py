@@ -23,7 +23,7 @@ never loops over every node:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,8 @@ __all__ = ["ConflictingSwitches", "DeviceShare", "DeviceShareArgs"]
 
 _OWNER = "plugin deviceshare"
 _LEGACY_PLUGIN = "predicates"
+_SETTINGS = "deviceshare.ledger-settings"
+"""Node-table ``derived`` key: the (policy, placement) this session wrote onto the ledgers."""
 
 Requests = list[tuple[DeviceFamily, Any]]
 
@@ -244,20 +246,27 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
             return
         placement = next((getattr(f, "placement", None) for f in self.families
                           if getattr(f, "placement", None) is not None), None)
-        for node in session.node_list:  # the conf may have changed since the ledger was built
-            for devices in node.others.values():
+        table = session.table
+        # The conf may have changed since the ledgers were built. Nodes carried over from
+        # the previous table got these settings then, unless the settings changed since.
+        carried = table.carried(_SETTINGS)
+        rows: Sequence[int] = range(len(table))
+        if carried is not None and carried[0][0] == self.config.policy \
+                and carried[0][1] is placement:
+            rows = carried[1]
+        nodes = table.nodes
+        for row in rows:
+            for devices in nodes[row].others.values():
                 if hasattr(devices, "policy"):
                     devices.policy = self.config.policy
                 if hasattr(devices, "placement"):
                     devices.placement = placement
+        table.derived[_SETTINGS] = (self.config.policy, placement)
         if placement is not None and placement.policy in LEARNING_POLICIES:
             # The policy's target workload: the pods on nodes and the pending ones now.
             placement.learned.recount(_cluster_pods(session))
-        table = session.table
         columns = [column for family in self.families for column in family.COLUMNS]
-        for column in columns:
-            table.columns[column] = np.zeros(len(table))
-        table.add_row_hook(self._sync_row, columns=columns)
+        table.add_row_hook(self._sync_row, columns=columns)  # carried over, or zeros filled
 
     def _sync_row(self, row: int, node: NodeInfo) -> None:
         columns = self.ssn.table.columns

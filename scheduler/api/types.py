@@ -44,6 +44,11 @@ class TaskStatus(Flag):
     FAILED = auto()
     UNKNOWN = auto()
 
+    # Members (combinations too) are singletons compared by identity, so identity hashing
+    # agrees with equality; Enum's own __hash__ is a Python call, and statuses key the
+    # per-job task indexes looked up for every job of every cycle.
+    __hash__ = object.__hash__
+
     def __str__(self) -> str:
         return (self.name or "Unknown").capitalize()
 

@@ -9,7 +9,8 @@ fit masks are kept per request value and rechecked only on the rows synced since
 A table can start from the previous cycle's (``previous``): when the node list and the
 dimensions are the same it copies that table's columns and recomputes only the ``renewed``
 rows, so opening a session costs the changed nodes, not the cluster. Row hooks that name the
-extra columns they fill (device summaries) are carried over the same way.
+extra columns they fill (device summaries) are carried over the same way, and so are the label
+codes and taint groups when the renewed rows kept their labels and taints.
 """
 
 from __future__ import annotations
@@ -39,6 +40,24 @@ class _FitMask:
     mask: BoolArray
     position: int
     """How far into :attr:`NodeTable.changed_rows` ``mask`` is up to date."""
+
+
+class _Carried:
+    """What a table keeps of the one it carried its rows over from.
+
+    Label codes and taint groups depend only on each row's labels and taints, so they carry
+    over when every renewed row (``before``: its node as the previous table had it) still has
+    the same ones; the comparison is made per key when first asked, on the renewed rows only.
+    """
+
+    __slots__ = ("before", "label_codes", "taint_groups")
+
+    def __init__(self, *, label_codes: dict[str, tuple[IntArray, dict[str, int]]],
+                 taint_groups: tuple[IntArray, list[tuple[Taint, ...]]] | None,
+                 before: list[NodeInfo]) -> None:
+        self.label_codes = label_codes
+        self.taint_groups = taint_groups
+        self.before = before
 
 
 class NodeTable:
@@ -103,8 +122,13 @@ class NodeTable:
             self._previous = previous
             self._renewed_rows = sorted(self.index[name] for name in renewed)
             rows: Iterable[int] = self._renewed_rows
+            # The previous table's static columns, usable while the renewed rows match them.
+            self._carried: _Carried | None = _Carried(
+                label_codes=previous._label_codes, taint_groups=previous._taint_groups,
+                before=[previous.nodes[i] for i in self._renewed_rows])
         else:
             rows = range(n)
+            self._carried = None
         for i in rows:
             node = self.nodes[i]
             node.index = i
@@ -174,16 +198,29 @@ class NodeTable:
         """Register a per-row updater and bring every row up to date with it.
 
         A hook that names the extra ``columns`` it fills runs only on the renewed rows when
-        this table carried its rows over from a previous one that had those columns.
+        this table carried its rows over from a previous one that had those columns; named
+        columns the table lacks otherwise start as zeros.
         """
         self.row_hooks.append(hook)
         names = list(columns)
         previous = self._previous
         rows: Iterable[int] = range(len(self.nodes))
         if names and previous is not None and all(name in previous.columns for name in names):
-            for name in names:
-                self.columns[name] = previous.columns[name].copy()
+            carried = [previous.columns[name] for name in names]
+            if len({column.dtype for column in carried}) == 1:
+                # One copy of all of them (a device family keeps dozens) instead of one per
+                # column; each column is a contiguous row of the block.
+                block = np.stack(carried)
+                for i, name in enumerate(names):
+                    self.columns[name] = block[i]
+            else:
+                for name, column in zip(names, carried, strict=True):
+                    self.columns[name] = column.copy()
             rows = self._renewed_rows
+        else:
+            for name in names:
+                if name not in self.columns:
+                    self.columns[name] = np.zeros(len(self.nodes))
         for i in rows:
             hook(i, self.nodes[i])
 
@@ -282,6 +319,14 @@ class NodeTable:
     def label_codes(self, key: str) -> tuple[IntArray, dict[str, int]]:
         """Integer codes of label ``key`` per node (-1 = absent) and the value → code map."""
         cached = self._label_codes.get(key)
+        if cached is None and self._carried is not None:
+            cached = self._carried.label_codes.get(key)
+            if cached is not None and not all(
+                    old.labels.get(key) == self.nodes[i].labels.get(key)
+                    for i, old in zip(self._renewed_rows, self._carried.before, strict=True)):
+                cached = None
+            if cached is not None:
+                self._label_codes[key] = cached
         if cached is None:
             mapping: dict[str, int] = {}
             codes = np.full(len(self.nodes), -1, dtype=np.intp)
@@ -289,16 +334,24 @@ class NodeTable:
                 value = node.labels.get(key)
                 if value is not None:
                     codes[i] = mapping.setdefault(value, len(mapping))
+            codes.flags.writeable = False  # shared with the next table's session
             cached = (codes, mapping)
             self._label_codes[key] = cached
         return cached
 
     def taint_groups(self) -> tuple[IntArray, list[tuple[Taint, ...]]]:
         """Group id per node by identical taint lists, and the taint list of each group."""
+        carried = self._carried
+        if self._taint_groups is None and carried is not None \
+                and carried.taint_groups is not None and all(
+                    old.taints == self.nodes[i].taints
+                    for i, old in zip(self._renewed_rows, carried.before, strict=True)):
+            self._taint_groups = carried.taint_groups
         if self._taint_groups is None:
             groups: dict[tuple[Taint, ...], int] = {}
             ids = np.zeros(len(self.nodes), dtype=np.intp)
             for i, node in enumerate(self.nodes):
                 ids[i] = groups.setdefault(node.taints, len(groups))
+            ids.flags.writeable = False  # shared with the next table's session
             self._taint_groups = (ids, list(groups))
         return self._taint_groups

@@ -73,6 +73,20 @@ class PluginEntry:
         return flag is None or self.flags.get(flag, True)
 
 
+_IMPLEMENTS: dict[tuple[type, Any], bool] = {}
+"""(plugin class, hook Protocol) → whether the class implements it. Plugins are built anew
+for every session and a runtime ``Protocol`` check walks the protocol's members each time;
+plugins define their hooks as methods of their class, so the answer is the class's."""
+
+
+def _implements(plugin: Any, protocol: Any) -> bool:
+    key = (type(plugin), protocol)
+    known = _IMPLEMENTS.get(key)
+    if known is None:
+        known = _IMPLEMENTS[key] = isinstance(plugin, protocol)
+    return known
+
+
 def _cmp(left: float, right: float) -> int:
     return -1 if left < right else (1 if left > right else 0)
 
@@ -164,7 +178,7 @@ class Session:
         self._scorers = [p for tier in self.hooks(h.NodeScorer) for p in tier]
         self._predicates = [p for tier in self.hooks(h.Predicate) for p in tier]
         self._preempt_predicates = [
-            (p, isinstance(p, h.PreemptPredicate)) for p in self._predicates
+            (p, _implements(p, h.PreemptPredicate)) for p in self._predicates
         ]
         self._exact = [p for tier in self.hooks(h.ExactPredicate) for p in tier]
 
@@ -196,7 +210,7 @@ class Session:
         if cached is None:
             flag = h.HOOK_FLAGS.get(protocol)
             cached = [
-                [e.plugin for e in tier if isinstance(e.plugin, protocol) and e.enabled(flag)]
+                [e.plugin for e in tier if _implements(e.plugin, protocol) and e.enabled(flag)]
                 for tier in self.tiers
             ]
             self._hook_cache[protocol] = cached

@@ -79,9 +79,12 @@ class FgdPolicy:
 
     name = "fgd"
 
-    def __init__(self, states: NodeStates, *, target: TargetWorkload) -> None:
+    def __init__(self, states: NodeStates, *, target: TargetWorkload,
+                 terms: tuple[np.ndarray, np.ndarray] | None = None,
+                 fragment: np.ndarray | None = None) -> None:
+        """``terms`` and ``fragment``: see :class:`FragmentCache` (a caller's memo)."""
         self.states = states
-        self.cache = FragmentCache(states, target)
+        self.cache = FragmentCache(states, target, terms=terms, fragment=fragment)
 
     def observe(self, pod: PodShape) -> None:
         """FGD's target is fixed; arrivals change nothing."""

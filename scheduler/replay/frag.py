@@ -35,6 +35,7 @@ __all__ = [
     "FragmentCache",
     "ShapeKey",
     "TargetWorkload",
+    "TermsMemo",
     "fragment_of_nodes",
     "shape_key",
 ]
@@ -134,6 +135,30 @@ class TargetWorkload:
         return table
 
 
+_ROW_WEIGHTS = np.random.default_rng(20230710).integers(1, 1 << 62, size=64, dtype=np.int64) | 1
+"""Fixed odd weights folding a row of integers into one key (arithmetic wraps around)."""
+
+
+def _group_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) of the distinct rows of ``matrix``, as ``np.unique(axis=0)`` gives
+    them up to the order of the groups: ``first`` the first row of each group.
+
+    Grouping one folded key per row is some twenty times cheaper than sorting whole rows;
+    rows are then checked against their group's first row, so two different rows that fold
+    to the same key (never seen, but possible) only cost the exact grouping.
+    """
+    if matrix.shape[1] > _ROW_WEIGHTS.size or len(matrix) == 0:
+        _, first, inverse = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
+        return first, inverse.reshape(-1)
+    keys = matrix @ _ROW_WEIGHTS[: matrix.shape[1]]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not (matrix == matrix[first][inverse]).all():
+        _, first, inverse = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return first, inverse
+
+
 def _terms(gpu_free: np.ndarray, target: TargetWorkload) -> tuple[np.ndarray, np.ndarray]:
     """Per row and shape: milli on cards too small for the shape, and cards it fits."""
     small_card = gpu_free[:, None, :] < target.milli[None, :, None]
@@ -170,12 +195,103 @@ def fragment_of_nodes(states: NodeStates, target: TargetWorkload) -> np.ndarray:
                      mem=states.mem_free, access=access, target=target)
 
 
+class TermsMemo:
+    """The terms of :func:`_terms` per row of a long-lived table, kept between calls.
+
+    A row's terms depend only on its cards' free milli and the target, so the memo keeps the
+    free milli it computed each row from and recomputes only the rows whose cards changed
+    (one vector comparison finds them). A caller that scores a few thousand mostly unchanged
+    nodes per pod thus pays for the nodes that changed, not for all of them.
+    """
+
+    __slots__ = ("_access", "_fits", "_fragment", "_inputs", "_models", "_small", "_state",
+                 "target")
+
+    def __init__(self, target: TargetWorkload) -> None:
+        self.target = target
+        self._inputs = np.zeros((0, 0), dtype=np.int64)
+        self._small = np.zeros((0, len(target)), dtype=np.int64)
+        self._fits = np.zeros((0, len(target)), dtype=np.int64)
+        self._state = np.zeros((0, 0), dtype=np.int64)
+        """Per row: free milli per card, free CPU, free memory, model code (fragment inputs)."""
+        self._fragment = np.zeros(0, dtype=np.float64)
+        self._models: tuple[str, ...] | None = None
+        self._access = np.zeros((len(target), 1), dtype=bool)
+
+    def fragments(self, rows: np.ndarray, states: NodeStates
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(small, fits, fragment) of table ``rows``, whose nodes are ``states`` now.
+
+        The fragment also depends on free CPU, memory and the card model, so it is kept
+        under all of them; rows whose state changed are recomputed, from their terms."""
+        rows = np.asarray(rows, dtype=np.int64)
+        small, fits = self.terms(rows, states.gpu_free)
+        state = np.concatenate([np.asarray(states.gpu_free, dtype=np.int64),
+                                np.stack([states.cpu_free, states.mem_free, states.model],
+                                         axis=1).astype(np.int64)], axis=1)
+        if states.models != self._models or self._state.shape[1] != state.shape[1]:
+            self._models = states.models  # codes index this tuple: another one, all anew
+            self._access = self.target.access(states.models)
+            self._state = np.zeros((0, state.shape[1]), dtype=np.int64)
+            self._fragment = np.zeros(0, dtype=np.float64)
+        needed = int(rows.max()) + 1 if rows.size else 0
+        if needed > len(self._state):
+            # -1 milli free on a card never occurs, so new rows are computed on use.
+            grown = np.full((needed, state.shape[1]), -1, dtype=np.int64)
+            grown[: len(self._state)] = self._state
+            fragment = np.zeros(needed, dtype=np.float64)
+            fragment[: len(self._fragment)] = self._fragment
+            self._state, self._fragment = grown, fragment
+        stale = (self._state[rows] != state).any(axis=1)
+        if stale.any():
+            dirty = rows[stale]
+            self._fragment[dirty] = _fragment(
+                small=small[stale], fits=fits[stale], idle=states.gpu_idle[stale],
+                cpu=states.cpu_free[stale], mem=states.mem_free[stale],
+                access=self._access[:, states.model[stale]].T, target=self.target)
+            self._state[dirty] = state[stale]
+        return small, fits, self._fragment[rows]
+
+    def terms(self, rows: np.ndarray, gpu_free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(small, fits) of table ``rows`` whose cards have ``gpu_free`` milli free now."""
+        rows = np.asarray(rows, dtype=np.int64)
+        gpu_free = np.asarray(gpu_free, dtype=np.int64)
+        needed = int(rows.max()) + 1 if rows.size else 0
+        if self._inputs.shape[1] != gpu_free.shape[1]:
+            self._resize(0, gpu_free.shape[1])
+        if needed > len(self._inputs):
+            self._resize(needed, gpu_free.shape[1])
+        stale = (self._inputs[rows] != gpu_free).any(axis=1)
+        if stale.any():
+            dirty = rows[stale]
+            small, fits = _terms(gpu_free[stale], self.target)
+            self._small[dirty] = small
+            self._fits[dirty] = fits
+            self._inputs[dirty] = gpu_free[stale]
+        return self._small[rows], self._fits[rows]
+
+    def _resize(self, length: int, width: int) -> None:
+        # New rows hold -1 milli free, which no card ever has, so they are computed on use.
+        old = min(len(self._inputs), length) if self._inputs.shape[1] == width else 0
+        inputs = np.full((length, width), -1, dtype=np.int64)
+        small = np.zeros((length, len(self.target)), dtype=np.int64)
+        fits = np.zeros((length, len(self.target)), dtype=np.int64)
+        if old:
+            inputs[:old], small[:old], fits[:old] = (
+                self._inputs[:old], self._small[:old], self._fits[:old])
+        self._inputs, self._small, self._fits = inputs, small, fits
+
+
 class FragmentCache:
     """Per-node fragment terms of ``states`` against ``target``, refreshed by node version."""
 
     __slots__ = ("_access", "_fits", "_fragment", "_small", "_version", "states", "target")
 
-    def __init__(self, states: NodeStates, target: TargetWorkload) -> None:
+    def __init__(self, states: NodeStates, target: TargetWorkload, *,
+                 terms: tuple[np.ndarray, np.ndarray] | None = None,
+                 fragment: np.ndarray | None = None) -> None:
+        """``terms``: (small, fits) of every node of ``states`` when the caller has them
+        (:class:`TermsMemo`), and ``fragment`` with them; computed here otherwise."""
         self.states = states
         self.target = target
         self._access = target.access(states.models)
@@ -184,6 +300,15 @@ class FragmentCache:
         self._fits = np.zeros((n, k), dtype=np.int64)
         self._fragment = np.zeros(n, dtype=np.float64)
         self._version = np.full(n, -1, dtype=np.int64)
+        if terms is not None:
+            self._small[:], self._fits[:] = terms
+            if fragment is None:
+                fragment = _fragment(
+                    small=self._small, fits=self._fits, idle=states.gpu_idle,
+                    cpu=states.cpu_free, mem=states.mem_free,
+                    access=self._node_access(np.arange(n)), target=target)
+            self._fragment[:] = fragment
+            self._version[:] = states.version
         self.refresh()
 
     def refresh(self) -> None:
@@ -211,9 +336,7 @@ class FragmentCache:
                  np.sort(states.gpu_free[nodes], axis=1)]
         if self.target.memory is not None:
             parts.append(states.mem_free[nodes, None])
-        _, first, inverse = np.unique(np.concatenate(parts, axis=1), axis=0,
-                                      return_index=True, return_inverse=True)
-        return first, inverse.reshape(-1)
+        return _group_rows(np.concatenate(parts, axis=1).astype(np.int64))
 
     def _node_access(self, rows: np.ndarray) -> np.ndarray:
         return self._access[:, self.states.model[rows]].T

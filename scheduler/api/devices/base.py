@@ -251,6 +251,19 @@ class QueueCharged(Protocol):
         """Resource name → value in the model's unit (milli) that ``task`` holds here."""
 
 
+_queue_charged: dict[type, bool] = {}
+"""Ledger class → whether it is :class:`QueueCharged`. A runtime ``Protocol`` check walks the
+protocol's members on every call; session close asks it for every bound pod of every cycle."""
+
+
+def _is_queue_charged(ledger: object) -> bool:
+    kind = type(ledger)
+    known = _queue_charged.get(kind)
+    if known is None:
+        known = _queue_charged[kind] = callable(getattr(kind, "queue_resources", None))
+    return known
+
+
 def queue_device_usage(node: NodeInfo | None, task: TaskInfo) -> Resource:
     """What ``task`` holds on ``node``'s device ledgers beyond its requests, for the queue's
     ``status.allocated`` (Volcano's ``addNodeSharableDeviceUsage`` at session close)."""
@@ -258,7 +271,7 @@ def queue_device_usage(node: NodeInfo | None, task: TaskInfo) -> Resource:
     if node is None:
         return usage
     for ledger in node.others.values():
-        if isinstance(ledger, QueueCharged):
+        if _is_queue_charged(ledger):
             for name, value in ledger.queue_resources(task).items():
                 usage.set(name, usage.get(name) + value)
     return usage

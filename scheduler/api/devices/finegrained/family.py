@@ -46,11 +46,13 @@ from scheduler.api.devices.finegrained.names import (
     TYPE_GPU,
 )
 from scheduler.api.devices.finegrained.placement import (
+    LEARNING_POLICIES,
     Placement,
     node_pod_shape,
     parse_policy_arguments,
     parse_target_workload,
     placement_scores,
+    shared_placement,
 )
 from scheduler.api.devices.finegrained.plan import NodeTopology, PodDeviceRequest
 from scheduler.api.devices.finegrained.request import (
@@ -95,11 +97,17 @@ class FineGrainedFamily:
         object.__setattr__(self, "scoring", scoring_of(self.config))
         placement = None
         if self.config.finegrained_policy:
-            placement = Placement(
-                self.config.finegrained_policy, tie_break=self.config.finegrained_tie_break,
-                target=parse_target_workload(self.config.finegrained_target),
-                args=parse_policy_arguments(self.config.finegrained_policy,
-                                            dict(self.config.finegrained_policy_args)))
+            if self.config.finegrained_policy in LEARNING_POLICIES:
+                # A learning policy's counts are per session (recounted at session open).
+                placement = Placement(
+                    self.config.finegrained_policy, tie_break=self.config.finegrained_tie_break,
+                    target=parse_target_workload(self.config.finegrained_target),
+                    args=parse_policy_arguments(self.config.finegrained_policy,
+                                                dict(self.config.finegrained_policy_args)))
+            else:
+                placement = shared_placement(self.config.finegrained_policy,
+                                             tie_break=self.config.finegrained_tie_break,
+                                             entries=self.config.finegrained_target)
         object.__setattr__(self, "placement", placement)
 
     # -- nodes ----------------------------------------------------------------------------

@@ -42,7 +42,8 @@ from scheduler.api.devices.finegrained.names import (
     TYPE_GPU,
 )
 from scheduler.api.resource import CPU, MEMORY
-from scheduler.replay.frag import ShapeKey, TargetWorkload
+from scheduler.replay.fgd import FgdPolicy
+from scheduler.replay.frag import ShapeKey, TargetWorkload, TermsMemo
 from scheduler.replay.learned import LearnedArgs, LearnedFgdPolicy
 from scheduler.replay.policies import Policy, make_policy
 from scheduler.replay.state import MILLI, NodeStates, PodShape
@@ -59,6 +60,7 @@ __all__ = [
     "parse_target_workload",
     "placement_picks",
     "placement_scores",
+    "shared_placement",
 ]
 
 PLACEMENT_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd",
@@ -161,6 +163,13 @@ class Placement:
     args: LearnedArgs | None = None
     """The arguments of a learning policy (``deviceshare.FineGrainedPolicyArguments``)."""
     learned: LearnedShapes = field(default_factory=LearnedShapes, compare=False)
+    terms: TermsMemo | None = field(default=None, compare=False)
+    """``fgd``'s per-row fragment terms, kept from one session to the next (see
+    :func:`shared_placement`); rows whose cards changed are recomputed."""
+
+    def __post_init__(self) -> None:
+        if self.terms is None and self.target is not None:
+            object.__setattr__(self, "terms", TermsMemo(self.target))
 
     def _policy(self, states: NodeStates, rng: random.Random) -> Policy:
         if self.policy == LearnedFgdPolicy.name:
@@ -180,7 +189,12 @@ class Placement:
         states = _states(gpu_free=gpu_free, gpu_count=gpu_count, cpu_free=cpu_free,
                          mem_bytes=mem_bytes,
                          model=model, models=models, kinds=kinds)
-        policy = self._policy(states, self._rng(pod, rows))
+        if self.policy == FgdPolicy.name and self.target is not None and self.terms is not None:
+            small, fits, fragment = self.terms.fragments(rows, states)
+            policy: Any = FgdPolicy(states, target=self.target, terms=(small, fits),
+                                    fragment=fragment)
+        else:
+            policy = self._policy(states, self._rng(pod, rows))
         scores = policy.score(pod, np.arange(len(rows))).astype(float)
         if self.tie_break == "first" and len(rows):
             scores += 0.5 * (1.0 - rows / (rows.max() + 1.0))
@@ -203,6 +217,29 @@ class Placement:
         total = int(rows.sum()) if len(rows) else 0
         return random.Random(f"{self.seed}:{pod.cpu_milli}:{pod.gpu_milli}:{pod.num_gpu}:"
                              f"{len(rows)}:{total}")
+
+
+_SHARED_LIMIT = 16
+_shared: dict[tuple[str, str, int], tuple[Sequence[Any], Placement]] = {}
+
+
+def shared_placement(policy: str, *, tie_break: str, entries: Sequence[Any]) -> Placement:
+    """The :class:`Placement` for these conf values, the same object for the same conf.
+
+    Plugins are rebuilt for every session, but the conf's argument values are not: keyed by
+    the identity of the target-workload entries (kept alive in the memo, so an id cannot be
+    reused while its entry lives), a session gets the previous session's placement and with
+    it the parsed target and the fragment terms already computed.
+    """
+    key = (policy, tie_break, id(entries))
+    cached = _shared.get(key)
+    if cached is not None and cached[0] is entries:
+        return cached[1]
+    placement = Placement(policy, tie_break=tie_break, target=parse_target_workload(entries))
+    if len(_shared) >= _SHARED_LIMIT:
+        _shared.pop(next(iter(_shared)))
+    _shared[key] = (entries, placement)
+    return placement
 
 
 def _states(*, gpu_free: np.ndarray, gpu_count: np.ndarray, cpu_free: np.ndarray,
