@@ -218,13 +218,13 @@ def _close_running_job(session: Session, job: JobInfo) -> bool:
 
 def _close_job(session: Session, job: JobInfo, now: str) -> bool:
     """Derive and hand the sink what ``job`` shows after this cycle; True when the job will
-    close the same way next cycle unless something changes it (the all-running path, with
-    no event and nothing the cycle wrote onto the job)."""
+    close the same way next cycle unless something changes it: it is valid, scheduled
+    (Running or Completed), no task waits for a place (so none gets a condition), no
+    ``Unschedulable`` condition, and the cycle wrote nothing onto the job. Closed again, it
+    would find the phase it has now (no event) and hand the sink the same status."""
     if _close_running_job(session, job):
-        # Closed again, it would find its phase Running (no event) and write the same status.
         # A settled job is handed out without resetting what a cycle writes onto a job.
-        return not (job.nodes_fit_errors or job.unfit_tasks or job.job_fit_error
-                    or job.enqueue_message)
+        return not _written_onto(job)
     invalid = session.invalid_jobs.get(job.uid)
     if invalid is not None:
         reason, message = invalid
@@ -262,4 +262,16 @@ def _close_job(session: Session, job: JobInfo, now: str) -> bool:
             session.sink.update_task_condition(
                 task, reason=reason, message=message, nominated_node=nominated_node(task)
             )
-    return False
+    return (invalid is None and podgroup.phase in (PHASE_RUNNING, PHASE_COMPLETED)
+            and not _written_onto(job) and not job.count(_WAITING)
+            and not any(c.get("type") == "Unschedulable" for c in podgroup.conditions))
+
+
+_WAITING = TaskStatus.ALLOCATED | TaskStatus.PENDING | TaskStatus.PIPELINED
+
+
+def _written_onto(job: JobInfo) -> bool:
+    """Whether the cycle left fit errors or messages on the job (a new snapshot resets them
+    for a job it renews, not for a settled one)."""
+    return bool(job.nodes_fit_errors or job.unfit_tasks or job.job_fit_error
+                or job.enqueue_message)

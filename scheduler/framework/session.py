@@ -20,7 +20,6 @@ import structlog
 
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
-from scheduler.api.podgroup import PHASE_RUNNING
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.status import Status
@@ -226,7 +225,8 @@ class Session:
         """The job's PodGroup phase when the session opened (None: not a job then)."""
         phase = self.podgroup_phase_before.get(uid)
         if phase is None and uid in self.settled:
-            return PHASE_RUNNING
+            # Unchanged since it settled; read before close sets this cycle's phase.
+            return self.jobs[uid].podgroup.phase
         return phase
 
     def closing_jobs(self) -> list[JobInfo]:

@@ -1,11 +1,13 @@
 """Settled jobs: what a cycle may skip because its outcome is already known.
 
-Most jobs of a busy cluster run all their tasks and stay so cycle after cycle; Volcano visits
-each of them in every session (plugin open hooks, the job updater at close), so a cycle costs
-O(jobs) however little changed. A job is *settled* for a session when
+Most jobs of a busy cluster are placed (bound, running or done) and stay so cycle after
+cycle; Volcano visits each of them in every session (plugin open hooks, the job updater at
+close), so a cycle costs O(jobs) however little changed. A job is *settled* for a session when
 
-* its last close took the all-running path and raised no event (every task ``Running``, at
-  least ``minMember`` of them, no ``Unschedulable`` condition, phase already ``Running``),
+* its last close found it valid and scheduled (PodGroup ``Running`` or ``Completed``), with no
+  task waiting for a place (none Pending, Allocated or Pipelined, so none gets a condition), no
+  ``Unschedulable`` condition, and no fit error or message left on it, so that closing it
+  again would derive the same phase (hence no event) and the same status,
 * and nothing about it changed since: none of its tasks was renewed in the snapshot (a watch
   event, a bind, an eviction, the last session's own changes), its PodGroup had no event, no
   write of its status was lost, and no queue or priority class changed (those reset the set).
