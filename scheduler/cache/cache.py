@@ -38,7 +38,7 @@ from scheduler.cache.intern import StringTable
 from scheduler.cache.jobs import assemble_jobs
 from scheduler.cache.queueusage import QueueUsage
 from scheduler.cache.resync import ResyncQueue
-from scheduler.cache.snapshot import SnapshotPool
+from scheduler.cache.snapshot import PoolRefresh, SnapshotPool
 from scheduler.cache.status import StatusRecorder
 from scheduler.cache.statuswriter import CoalescingWriter
 from scheduler.cache.writes import CacheWrites
@@ -392,13 +392,13 @@ class SchedulerCache(CacheWrites):
             self.nominated = {}
             last = self.pool.last
             refreshed = self.pool.refresh(self.tasks, self.nodes)
-            snapshot = self._assemble(refreshed.tasks, refreshed.nodes, reuse=refreshed.jobs,
-                                      settled=self.pool.steady,
+            snapshot = self._assemble(refreshed.tasks, refreshed.nodes, refreshed=refreshed,
                                       previous=None if last is None else last.jobs)
             snapshot.settled = self.pool.steady
             for uid in self.orphans:  # out of every session: no count for them
                 self.set_unready(uid, None)
-            self.pool.sums.advance(self.pool.steady)
+            self.pool.sums.advance(self.pool.steady, entered=refreshed.entered,
+                                   left=refreshed.left, reset=refreshed.reset)
             snapshot.settled_sums = self.pool.sums
             self.pool.jobs = snapshot.jobs
             if last is not None and last.table is not None:
@@ -418,16 +418,15 @@ class SchedulerCache(CacheWrites):
         clones: Mapping[TaskID, TaskInfo],
         nodes: list[NodeInfo],
         *,
-        reuse: Mapping[JobID, JobInfo] | None = None,
-        settled: frozenset[JobID] = frozenset(),
-        previous: Mapping[JobID, JobInfo] | None = None,
+        refreshed: PoolRefresh | None = None,
+        previous: dict[JobID, JobInfo] | None = None,
     ) -> Snapshot:
         """The snapshot of ``nodes`` and the jobs of :func:`assemble_jobs` (``previous``: the
         last snapshot's jobs, which an incremental snapshot starts from)."""
-        jobs = assemble_jobs(self, clones, reuse=reuse, settled=settled, previous=previous)
+        jobs, active = assemble_jobs(self, clones, refreshed=refreshed, previous=previous)
         queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
         return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
-                        namespace_labels=dict(self.namespace_labels))
+                        namespace_labels=dict(self.namespace_labels), active=active)
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

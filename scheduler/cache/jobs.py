@@ -27,6 +27,7 @@ from scheduler.api.types import JobID, QueueID, TaskID
 
 if TYPE_CHECKING:
     from scheduler.cache.cache import SchedulerCache
+    from scheduler.cache.snapshot import PoolRefresh
 
 __all__ = ["JobChanges", "assemble_jobs"]
 
@@ -40,14 +41,20 @@ class JobChanges:
     deleted: set[JobID] = field(default_factory=set)
     walk: bool = True
     """The next snapshot must walk every PodGroup (no usable last snapshot)."""
+    seq: dict[JobID, int] = field(default_factory=dict)
+    """PodGroup → its place in the cache's order (the order jobs are listed in)."""
+    _next: int = 0
 
     def podgroup(self, uid: JobID, *, deleted: bool, known: bool) -> None:
         if deleted:
             self.added.pop(uid, None)
             self.deleted.add(uid)
+            self.seq.pop(uid, None)
         elif not known:
             self.added.pop(uid, None)
             self.added[uid] = None
+            self.seq[uid] = self._next
+            self._next += 1
 
     def reset(self) -> None:
         self.added = {}
@@ -59,22 +66,27 @@ def assemble_jobs(
     cache: SchedulerCache,
     clones: Mapping[TaskID, TaskInfo],
     *,
-    reuse: Mapping[JobID, JobInfo] | None,
-    settled: frozenset[JobID],
-    previous: Mapping[JobID, JobInfo] | None,
-) -> dict[JobID, JobInfo]:
-    """The snapshot's jobs (see the module docstring); sets ``cache.orphans``."""
-    changes = cache.pool.job_changes
+    refreshed: PoolRefresh | None,
+    previous: dict[JobID, JobInfo] | None,
+) -> tuple[dict[JobID, JobInfo], list[JobID] | None]:
+    """The snapshot's jobs (see the module docstring) and the ones not settled, in order
+    (None: all of them); sets ``cache.orphans``. Without ``refreshed``, a full copy."""
+    pool = cache.pool
+    changes = pool.job_changes
     fresh: list[JobInfo] = []
-    if reuse is None:  # a full copy: the changes stay for the next incremental snapshot
-        jobs = _walk(cache, reuse=None, settled=frozenset(), fresh=fresh)
-    elif previous is not None and not changes.walk and not cache.orphans:
-        jobs = _from_previous(cache, previous, reuse=reuse, settled=settled, fresh=fresh)
-        changes.reset()
+    if refreshed is None:  # a full copy: the changes stay for the next incremental snapshot
+        jobs = _walk(cache, refreshed=None, fresh=fresh)
+        active = None
     else:
-        jobs = _walk(cache, reuse=reuse, settled=settled, fresh=fresh)
+        if previous is not None and not changes.walk and not cache.orphans:
+            jobs = _from_previous(cache, previous, refreshed=refreshed, fresh=fresh)
+        else:
+            jobs = _walk(cache, refreshed=refreshed, fresh=fresh)
+            pool.active = {uid for uid in jobs if uid not in pool.steady}
         changes.reset()
-    if reuse is None:
+        seq = changes.seq
+        active = sorted(pool.active, key=seq.__getitem__) if pool.steady else None
+    if refreshed is None:
         for task_uid in cache.tasks:
             task = clones[task_uid]
             job = jobs.get(task.job)
@@ -84,55 +96,66 @@ def assemble_jobs(
         for job in fresh:
             for task_uid in cache.tasks_by_job.get(job.uid, ()):
                 job.add_task(clones[task_uid])
-    return jobs
+    return jobs, active
 
 
-def _walk(cache: SchedulerCache, *, reuse: Mapping[JobID, JobInfo] | None,
-          settled: frozenset[JobID], fresh: list[JobInfo]) -> dict[JobID, JobInfo]:
+def _walk(cache: SchedulerCache, *, refreshed: PoolRefresh | None,
+          fresh: list[JobInfo]) -> dict[JobID, JobInfo]:
     jobs: dict[JobID, JobInfo] = {}
     cache.orphans = []
+    settled = cache.pool.steady if refreshed is not None else frozenset()
     for uid, podgroup in cache.podgroups.items():
-        if reuse is not None and uid in settled:
-            jobs[uid] = reuse[uid]
+        if refreshed is not None and uid in settled:
+            jobs[uid] = refreshed.jobs[uid]
             continue
-        job = _job(cache, uid, podgroup, reuse, fresh)
+        job = _job(cache, uid, podgroup, refreshed, fresh)
         if job is not None:
             jobs[uid] = job
     return jobs
 
 
-def _from_previous(cache: SchedulerCache, previous: Mapping[JobID, JobInfo], *,
-                   reuse: Mapping[JobID, JobInfo], settled: frozenset[JobID],
-                   fresh: list[JobInfo]) -> dict[JobID, JobInfo]:
+def _from_previous(cache: SchedulerCache, previous: dict[JobID, JobInfo], *,
+                   refreshed: PoolRefresh, fresh: list[JobInfo]) -> dict[JobID, JobInfo]:
+    """The last snapshot's dict, changed in place (its session is over): deleted PodGroups
+    out, every job that is not settled renewed where it stands, new PodGroups appended."""
     changes = cache.pool.job_changes
-    jobs = dict(previous)
+    active = cache.pool.active
+    jobs = previous
     for uid in changes.deleted:
         jobs.pop(uid, None)
+        active.discard(uid)
     for uid in changes.added:
         jobs.pop(uid, None)  # appended below, in the cache's order
+        active.discard(uid)
+    active.difference_update(refreshed.entered)
+    active.update(uid for uid in refreshed.left if uid in jobs)
     cache.orphans = []
-    for uid in jobs.keys() - settled:
-        job = _job(cache, uid, cache.podgroups[uid], reuse, fresh)
+    for uid in list(active):
+        job = _job(cache, uid, cache.podgroups[uid], refreshed, fresh)
         if job is None:
             del jobs[uid]
+            active.discard(uid)
         else:
             jobs[uid] = job  # an existing key keeps its place
     for uid in changes.added:
         podgroup = cache.podgroups.get(uid)
         if podgroup is not None:
-            job = _job(cache, uid, podgroup, reuse, fresh)
+            job = _job(cache, uid, podgroup, refreshed, fresh)
             if job is not None:
                 jobs[uid] = job
+                active.add(uid)
     return jobs
 
 
 def _job(cache: SchedulerCache, uid: JobID, podgroup: PodGroup,
-         reuse: Mapping[JobID, JobInfo] | None, fresh: list[JobInfo]) -> JobInfo | None:
+         refreshed: PoolRefresh | None, fresh: list[JobInfo]) -> JobInfo | None:
     """The job of ``podgroup`` for this snapshot, or None (and an orphan) without its queue."""
     if QueueID(podgroup.queue) not in cache.queues:
         cache.orphans.append(uid)
         return None
-    job = None if reuse is None else reuse.get(uid)
+    job = None
+    if refreshed is not None and uid not in refreshed.renewed_jobs:
+        job = refreshed.jobs.get(uid)
     if job is None:
         job = JobInfo(uid=uid, name=podgroup.name, namespace=podgroup.namespace,
                       podgroup=podgroup, queue=QueueID(podgroup.queue))

@@ -42,7 +42,14 @@ class PoolRefresh:
     renewed_nodes: frozenset[str]
     """Nodes copied afresh this time (their table rows must be recomputed)."""
     jobs: dict[JobID, JobInfo]
-    """Jobs of the last snapshot whose tasks are all unchanged (reusable as they are)."""
+    """Jobs of the last snapshot; those not in ``renewed_jobs`` are reusable as they are."""
+    renewed_jobs: set[JobID] = field(default_factory=set)
+    """Jobs one of whose tasks or whose PodGroup changed since the last snapshot."""
+    entered: set[JobID] = field(default_factory=set)
+    left: set[JobID] = field(default_factory=set)
+    """Jobs that became settled / stopped being settled since the last snapshot."""
+    reset: bool = False
+    """The settled set was emptied wholesale (kept sums must start afresh)."""
 
 
 @dataclass(slots=True)
@@ -57,20 +64,31 @@ class SnapshotPool:
     """The snapshot handed out last; its session's touches are collected at the next one."""
     complete: bool = False
     """Whether ``tasks`` and ``nodes`` mirror the cache (False: copy everything next time)."""
-    steady: frozenset[JobID] = frozenset()
+    steady: set[JobID] = field(default_factory=set)
     """Jobs settled for the snapshot last handed out: steady at the close before it and not
-    rebuilt since (see :mod:`scheduler.framework.settled`)."""
+    renewed since (see :mod:`scheduler.framework.settled`). Moved by what changed only; a
+    session reads it and it changes only when the next snapshot is taken."""
+    active: set[JobID] = field(default_factory=set)
+    """The last snapshot's jobs that are not settled (kept by ``cache.jobs``)."""
+    _reset: bool = False
     settle: bool = True
     """False: no job is ever settled, every cycle visits every job (as Volcano does)."""
     sums: SettledStore = field(default_factory=SettledStore)
+    """Per-queue sums over settled jobs, kept across cycles for plugins' open hooks."""
     job_changes: JobChanges = field(default_factory=JobChanges)
     """PodGroups added and deleted since the last snapshot (for assembling its jobs)."""
-    """Per-queue sums over settled jobs, kept across cycles for plugins' open hooks."""
 
     def unsettle_all(self) -> None:
         """Rebuild every job at the next snapshot, which leaves none settled (a queue or a
         priority class changed, which any job may read)."""
         self.jobs = {}
+        self.job_changes.walk = True
+        self._unsettle()
+
+    def _unsettle(self) -> None:
+        """Empty the settled set wholesale; the next jobs are assembled by a full walk."""
+        self.steady = set()
+        self._reset = True
         self.job_changes.walk = True
 
     def mark_task(self, uid: TaskID, node_name: str = "", job: JobID | None = None) -> None:
@@ -87,18 +105,18 @@ class SnapshotPool:
         """Copy everything at the next snapshot."""
         self.complete = False
         self.job_changes.walk = True
+        self._unsettle()
 
     def refresh(
         self, tasks: Mapping[TaskID, TaskInfo], nodes: Mapping[str, NodeInfo]
     ) -> PoolRefresh:
         """Bring the copies in step with the cache's ``tasks`` and ``nodes`` (under its lock)."""
         last, self.last = self.last, None
-        steady: frozenset[JobID] = frozenset()
         if last is not None:
             self.dirty_tasks |= last.touched_tasks
             self.dirty_nodes |= last.touched_nodes
-            if last.steady_after_close is not None and self.settle:
-                steady = last.steady_after_close
+        if last is None or last.closed_jobs is None or not self.settle:
+            self._unsettle()  # no close to go by: settle afresh from the next one
         if not self.complete:
             self.tasks = {uid: task.clone() for uid, task in tasks.items()}
             self.nodes = {name: node.clone(self.tasks) for name, node in nodes.items()}
@@ -107,20 +125,35 @@ class SnapshotPool:
             self.complete = True
         else:
             renewed = self._renew(tasks, nodes)
-        if self.dirty_jobs:
-            self.jobs = dict(self.jobs)  # the last snapshot's own dict stays as it was
-            for job in self.dirty_jobs:
-                self.jobs.pop(job, None)
+        renewed_jobs, entered, left = self.dirty_jobs, set(), set()
+        steady = self.steady
+        if last is not None and last.closed_jobs is not None and not self._reset:
+            # Settled: steady at the last close and not renewed since. Only the jobs that
+            # close visited or that changed can move in or out.
+            for uid in last.closed_jobs:
+                if uid in last.steady_closed:
+                    if uid not in steady:
+                        steady.add(uid)
+                        entered.add(uid)
+                elif uid in steady:
+                    steady.discard(uid)
+                    left.add(uid)
+        for uid in renewed_jobs:
+            if uid in steady:
+                steady.discard(uid)
+                if uid in entered:
+                    entered.discard(uid)
+                else:
+                    left.add(uid)
+        reset, self._reset = self._reset, False
         self.dirty_tasks = set()
         self.dirty_nodes = set()
         self.dirty_jobs = set()
-        # Settled: steady at the last close and reusable as it is (nothing renewed it since).
-        self.steady = frozenset(steady & self.jobs.keys()) if steady else frozenset()
         # The cache's order, so an incremental snapshot lists nodes as a full copy would.
         node_list = [self.nodes[name] for name in nodes]
-        return PoolRefresh(
-            tasks=self.tasks, nodes=node_list, renewed_nodes=renewed, jobs=self.jobs
-        )
+        return PoolRefresh(tasks=self.tasks, nodes=node_list, renewed_nodes=renewed,
+                           jobs=self.jobs, renewed_jobs=renewed_jobs, entered=entered,
+                           left=left, reset=reset)
 
     def _renew(
         self, tasks: Mapping[TaskID, TaskInfo], nodes: Mapping[str, NodeInfo]

@@ -115,11 +115,8 @@ def close_session(session: Session) -> None:
     for job in closing:
         if _close_job(session, job, now):
             steady.add(job.uid)
-    if session.settled:
-        left = session.settled.difference(job.uid for job in closing)
-        session.snapshot.steady_after_close = frozenset(left.union(steady))
-    else:
-        session.snapshot.steady_after_close = frozenset(steady)
+    session.snapshot.closed_jobs = [job.uid for job in closing]
+    session.snapshot.steady_closed = steady
     allocated = queue_allocations(session)
     for uid, queue in session.queues.items():
         session.sink.update_queue_allocated(queue, allocated[uid])

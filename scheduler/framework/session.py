@@ -12,6 +12,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,11 +133,16 @@ class Session:
         """Rotating start row for node sampling, carried from session to session."""
         self.jobs: dict[JobID, JobInfo] = snapshot.jobs
         self.snapshot = snapshot
-        self.settled: frozenset[JobID] = snapshot.settled
+        self.settled: AbstractSet[JobID] = snapshot.settled
         """Jobs whose close is known in advance (:mod:`scheduler.framework.settled`)."""
-        self.active_jobs: dict[JobID, JobInfo] = (
-            {uid: job for uid, job in self.jobs.items() if uid not in self.settled}
-            if self.settled else self.jobs)
+        self.active_jobs: dict[JobID, JobInfo]
+        if not self.settled:
+            self.active_jobs = self.jobs
+        elif snapshot.active is not None:
+            self.active_jobs = {uid: self.jobs[uid] for uid in snapshot.active}
+        else:
+            self.active_jobs = {uid: job for uid, job in self.jobs.items()
+                                if uid not in self.settled}
         """The jobs that are not settled, in ``jobs`` order: every job with a pending task or
         a pending PodGroup is here."""
         self.touched_jobs: set[JobID] = set()

@@ -32,6 +32,7 @@ changed it, which is when the condition last transitioned.)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from scheduler.api.job import JobInfo
@@ -147,17 +148,19 @@ class SettledStore:
 
     sums: dict[str, SettledSums] = field(default_factory=dict)
     generation: int = 0
-    settled: frozenset[JobID] = frozenset()
-    entered: frozenset[JobID] = frozenset()
-    left: frozenset[JobID] = frozenset()
+    settled: AbstractSet[JobID] = frozenset()
+    entered: AbstractSet[JobID] = frozenset()
+    left: AbstractSet[JobID] = frozenset()
 
-    def advance(self, settled: frozenset[JobID]) -> None:
-        """A new snapshot settles ``settled``; what changed since the last one is worked out
-        once here for every kept sum."""
+    def advance(self, settled: AbstractSet[JobID], *, entered: AbstractSet[JobID],
+                left: AbstractSet[JobID], reset: bool = False) -> None:
+        """A new snapshot settles ``settled``, which ``entered`` joined and ``left`` left
+        since the last one (``reset``: the set was emptied wholesale, start every sum
+        afresh)."""
         self.generation += 1
-        self.entered = settled - self.settled
-        self.left = self.settled - settled
-        self.settled = settled
+        if reset:
+            self.sums = {}
+        self.entered, self.left, self.settled = entered, left, settled
 
     def totals(
         self,

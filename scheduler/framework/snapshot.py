@@ -8,6 +8,7 @@ which jobs are settled (their close is known in advance, so a cycle need not vis
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,12 +42,16 @@ class Snapshot:
     touched_nodes: set[str] = field(default_factory=set)
     touched_tasks: set[TaskID] = field(default_factory=set)
     """Filled by the session on every placement, eviction and undo."""
-    settled: frozenset[JobID] = frozenset()
+    settled: AbstractSet[JobID] = frozenset()
     """Jobs known to close exactly as they closed last cycle: every task runs, nothing about
     them changed since, and their last close wrote nothing new (see
     :mod:`scheduler.framework.settled`). Sessions skip them where the outcome is known."""
     settled_sums: SettledStore | None = None
     """Per-queue sums over settled jobs kept from cycle to cycle (None: none kept)."""
-    steady_after_close: frozenset[JobID] | None = None
-    """Set by the session's close: the jobs that will close the same way next cycle unless
-    something changes them (None: the session did not close)."""
+    active: list[JobID] | None = None
+    """The jobs that are not settled, in ``jobs`` order (None: every job)."""
+    closed_jobs: list[JobID] | None = None
+    """Set by the session's close: the jobs it visited (None: the session did not close)."""
+    steady_closed: set[JobID] = field(default_factory=set)
+    """Set by the session's close: the visited jobs that will close the same way next cycle
+    unless something changes them."""

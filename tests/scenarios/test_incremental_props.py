@@ -139,6 +139,9 @@ def assert_same(cache: SchedulerCache, conf: SchedulerConf) -> Session:
     full = cache.full_snapshot()
     assert picture(incremental) == picture(full)
     assert list(incremental.jobs) == list(full.jobs)  # job order breaks ties in sessions
+    if incremental.active is not None:  # the jobs a session visits, kept in step
+        assert incremental.active == [u for u in incremental.jobs if u not in incremental.settled]
+    assert incremental.settled <= incremental.jobs.keys()
     cached_nodes = {id(node) for node in cache.nodes.values()}
     cached_tasks = {id(task) for task in cache.tasks.values()}
     assert not any(id(node) in cached_nodes for node in incremental.nodes)

@@ -111,6 +111,8 @@ def _run(seed: int, steps: list[str], conf: str | None) -> tuple[int, int]:
         last = settling.cache.pool.last
         if last is not None:
             settled_seen += len(last.settled)
+            if last.active is not None:  # what sessions visit, kept in step with the jobs
+                assert last.active == [u for u in last.jobs if u not in last.settled]
         assert outcome(settling) == outcome(visiting), kind
     return settled_seen, sum(1 for e in settling.sim.events if e["reason"] == "Evict")
 

@@ -102,22 +102,27 @@ def _part(job: Any) -> tuple[Resource] | None:
     return None if job.cpu < 0 else (Resource(job.cpu, 0.0, {"nvidia.com/gpu": 1.0}),)
 
 
+def _advance(store: SettledStore, settled: set[JobID]) -> None:
+    before = set(store.settled)
+    store.advance(settled, entered=settled - before, left=before - settled)
+
+
 def test_store_sums_follow_jobs_entering_and_leaving() -> None:
     jobs: Any = {JobID(f"j{i}"): _Job(f"j{i}", "q" if i % 2 else "r", float(i))
                  for i in range(6)}
     jobs[JobID("j5")].cpu = -1  # its contribution is not kept: handed back to the caller
     store = SettledStore()
-    store.advance(frozenset(jobs))
+    _advance(store, set(jobs))
     totals, loose = store.totals("x", jobs=jobs, contribution=_part, width=1)
     assert totals["q"][0] == Resource(4.0, 0.0, {"nvidia.com/gpu": 2.0})  # j1 + j3
     assert loose == {"j5"}
-    store.advance(frozenset({JobID("j0"), JobID("j2")}))
+    _advance(store, {JobID("j0"), JobID("j2")})
     totals, _ = store.totals("x", jobs=jobs, contribution=_part, width=1)
     assert totals["q"][0] == Resource(0.0, 0.0, {})  # no kept job names the scalar now
     assert totals["r"][0] == Resource(2.0, 0.0, {"nvidia.com/gpu": 2.0})
     jobs[JobID("j0")].cpu = 7.0
-    store.advance(frozenset())  # no session asked for "x" here ...
-    store.advance(frozenset({JobID("j0")}))  # ... so it is rebuilt rather than trusted
+    _advance(store, set())  # no session asked for "x" here ...
+    _advance(store, {JobID("j0")})  # ... so it is rebuilt rather than trusted
     totals, _ = store.totals("x", jobs=jobs, contribution=_part, width=1)
     assert totals == {"r": [Resource(7.0, 0.0, {"nvidia.com/gpu": 1.0})]}
 
@@ -125,6 +130,6 @@ def test_store_sums_follow_jobs_entering_and_leaving() -> None:
 def test_fractional_contributions_are_left_to_the_caller() -> None:
     jobs: Any = {JobID("j"): _Job("j", "q", 0.5)}
     store = SettledStore()
-    store.advance(frozenset(jobs))
+    _advance(store, set(jobs))
     totals, loose = store.totals("x", jobs=jobs, contribution=_part, width=1)
     assert totals == {} and loose == {"j"}
