@@ -60,6 +60,13 @@ class _Carried:
         self.before = before
 
 
+def _scalar_names(nodes: Sequence[NodeInfo]) -> frozenset[str]:
+    named: set[str] = set()
+    for node in nodes:
+        named.update(node.allocatable.scalars)
+    return frozenset(named)
+
+
 class NodeTable:
     """Resource columns (rows = nodes, columns = resource dimensions) plus static columns."""
 
@@ -73,25 +80,44 @@ class NodeTable:
     ) -> None:
         self.nodes = list(nodes)
         self.names = [node.name for node in self.nodes]
-        self.index = {name: i for i, name in enumerate(self.names)}
-        named: set[str] = set()
-        for node in self.nodes:
-            named.update(node.allocatable.scalars)
-        self.allocatable_scalars = frozenset(named)
-        """Scalar names some node's allocatable names (a sum over the nodes names these)."""
-        scalars = named | set(extra_dims)
+        self.index: dict[str, int]
+        self.allocatable_scalars: frozenset[str]
+        same_nodes = (previous is not None and renewed is not None
+                      and previous.names == self.names)
+        if previous is not None and renewed is not None and same_nodes:
+            renewed = list(renewed)
+            self.index = previous.index  # same names in the same order; never written
+            before = previous.nodes
+            if all(self.nodes[i].allocatable.scalars.keys()
+                   == before[i].allocatable.scalars.keys()
+                   for i in (self.index[name] for name in renewed)):
+                named = previous.allocatable_scalars
+            else:
+                named = _scalar_names(self.nodes)
+        else:
+            self.index = {name: i for i, name in enumerate(self.names)}
+            named = _scalar_names(self.nodes)
+        # Scalar names some node's allocatable names (a sum over the nodes names these).
+        self.allocatable_scalars = named
+        scalars = set(named) | set(extra_dims)
         scalars.discard(PODS)
         self.dims: list[str] = [CPU, MEMORY, PODS, *sorted(scalars)]
         self.dim_index = {name: i for i, name in enumerate(self.dims)}
         n, r = len(self.nodes), len(self.dims)
-        self.allocatable = np.zeros((n, r))
-        self.idle = np.zeros((n, r))
-        self.used = np.zeros((n, r))
-        self.releasing = np.zeros((n, r))
-        self.pipelined = np.zeros((n, r))
-        self.future_idle = np.zeros((n, r))
-        self.pod_count = np.zeros(n)
-        self.unschedulable = np.zeros(n, dtype=bool)
+        carry = previous is not None and same_nodes and previous.dims == self.dims
+        if previous is not None and carry:
+            # The previous table's session is over: its columns are taken over, not copied
+            # (it is left with empty ones, so that reading it again fails loudly).
+            self._take_columns(previous)
+        else:
+            self.allocatable = np.zeros((n, r))
+            self.idle = np.zeros((n, r))
+            self.used = np.zeros((n, r))
+            self.releasing = np.zeros((n, r))
+            self.pipelined = np.zeros((n, r))
+            self.future_idle = np.zeros((n, r))
+            self.pod_count = np.zeros(n)
+            self.unschedulable = np.zeros(n, dtype=bool)
         self.row_hooks: list[RowHook] = []
         self.changed_rows: list[int] = []
         """Every row :meth:`sync` rewrote, in order (repeats kept): a cache of values derived
@@ -111,13 +137,7 @@ class NodeTable:
         self.derived: dict[str, Any] = {}
         """Values derived from the rows (e.g. image sizes), kept for the next table to reuse
         through :meth:`carried`; each must describe the rows as the snapshot gave them."""
-        if (
-            previous is not None
-            and renewed is not None
-            and previous.dims == self.dims
-            and previous.names == self.names
-        ):
-            self._copy_columns(previous)
+        if previous is not None and renewed is not None and carry:
             previous._previous = None  # keep no chain of older tables alive
             self._previous = previous
             self._renewed_rows = sorted(self.index[name] for name in renewed)
@@ -145,12 +165,13 @@ class NodeTable:
         value = previous.derived.get(key)
         return None if value is None else (value, self._renewed_rows)
 
-    def _copy_columns(self, previous: NodeTable) -> None:
+    def _take_columns(self, previous: NodeTable) -> None:
         """Start from ``previous``'s resource columns (same nodes, same dimensions)."""
-        for name in ("allocatable", "idle", "used", "releasing", "pipelined", "future_idle"):
-            getattr(self, name)[:] = getattr(previous, name)
-        self.pod_count[:] = previous.pod_count
-        self.unschedulable[:] = previous.unschedulable
+        for name in ("allocatable", "idle", "used", "releasing", "pipelined", "future_idle",
+                     "pod_count", "unschedulable"):
+            column = getattr(previous, name)
+            setattr(self, name, column)
+            setattr(previous, name, column[:0])
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -206,16 +227,9 @@ class NodeTable:
         previous = self._previous
         rows: Iterable[int] = range(len(self.nodes))
         if names and previous is not None and all(name in previous.columns for name in names):
-            carried = [previous.columns[name] for name in names]
-            if len({column.dtype for column in carried}) == 1:
-                # One copy of all of them (a device family keeps dozens) instead of one per
-                # column; each column is a contiguous row of the block.
-                block = np.stack(carried)
-                for i, name in enumerate(names):
-                    self.columns[name] = block[i]
-            else:
-                for name, column in zip(names, carried, strict=True):
-                    self.columns[name] = column.copy()
+            # Taken over, not copied: the previous table's session is over.
+            for name in names:
+                self.columns[name] = previous.columns.pop(name)
             rows = self._renewed_rows
         else:
             for name in names:
