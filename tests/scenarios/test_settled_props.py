@@ -17,6 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler.conf import DEFAULT_CONF
 from tests.builders import conf_of, make_pod, make_podgroup, make_priority_class
 from tests.scenarios.test_incremental_props import World
 
@@ -24,20 +25,9 @@ STEPS = ("cycle", "cycle", "cycle", "arrive", "arrive_gpu", "arrive_huge", "run"
          "finish", "delete_pod", "change_node", "add_node", "delete_node", "low_priority",
          "high_priority")
 
-PREEMPT_CONF = """
-actions: "enqueue, allocate, backfill, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-"""
+# Volcano's default conf with preempt added, so that settled jobs lose pods to preemptors.
+PREEMPT_CONF = DEFAULT_CONF.replace('"enqueue, allocate, backfill"',
+                                    '"enqueue, allocate, backfill, preempt"')
 
 
 class Twin(World):
