@@ -17,12 +17,12 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from multiprocessing import Manager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from scheduler.api.devices.finegrained.placement import (
     LEARNING_POLICIES,
@@ -134,13 +134,21 @@ def _execute(run: _Run, queue: Any = None) -> tuple[str, float]:
 
 
 class _Progress:
-    """A one-line bar on stderr over all pods of all runs."""
+    """Progress over all pods of all runs on ``stream``: a one-line bar redrawn in place on a
+    terminal; elsewhere (a log file, CI) a plain line when a run finishes and at most one
+    every ``quiet_seconds`` in between, so a long grid does not flood its log."""
 
-    def __init__(self, runs: int) -> None:
+    def __init__(self, runs: int, *, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic, quiet_seconds: float = 60.0) -> None:
         self.runs = runs
         self.finished = 0
         self.counts: dict[str, tuple[int, int]] = {}
-        self.started = time.monotonic()
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock
+        self.started = clock()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.quiet_seconds = quiet_seconds
+        self._logged: tuple[int, float] = (-1, self.started)
 
     def update(self, run_id: str, done: int, total: int) -> None:
         self.counts[run_id] = (done, total)
@@ -152,13 +160,21 @@ class _Progress:
         # Runs not started yet are assumed as long as the average started one.
         total = sum(known) + (self.runs - len(known)) * (sum(known) // max(len(known), 1))
         share = done / total if total else 0.0
-        bar = "#" * int(30 * share)
-        sys.stderr.write(f"\rreplay [{bar:<30}] {100 * share:5.1f}% {self.finished}/{self.runs}"
-                         f" runs, {time.monotonic() - self.started:6.0f}s")
-        sys.stderr.flush()
+        now = self.clock()
+        status = f"{100 * share:5.1f}% {self.finished}/{self.runs} runs, {now - self.started:6.0f}s"
+        if self.tty:
+            self.stream.write(f"\rreplay [{'#' * int(30 * share):<30}] {status}")
+        else:
+            finished, last = self._logged
+            if self.finished == finished and now - last < self.quiet_seconds:
+                return
+            self._logged = (self.finished, now)
+            self.stream.write(f"replay {status}\n")
+        self.stream.flush()
 
     def close(self) -> None:
-        sys.stderr.write("\n")
+        if self.tty:
+            self.stream.write("\n")
 
 
 def _run_all(runs: list[_Run], jobs: int) -> list[tuple[str, float]]:

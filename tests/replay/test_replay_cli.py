@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.cli import main
 from scheduler.replay.trace import load_nodes, load_pods
-from scheduler.replay_cli import parse_seeds
+from scheduler.replay_cli import _Progress, parse_seeds
 from tests.replay.checker import replay
 from tests.replay.data import alibaba_dir, traces_dir
 
@@ -50,7 +50,8 @@ def test_first_500_pods_of_default_give_the_fixed_curve(
             for r in reference.recorder.buckets()] == [[r[4], r[5]] for r in EXPECTED]
     assert (out / "summary.csv").read_text().startswith("trace,policy,arrived_pct,seeds,")
     printed = capsys.readouterr()
-    assert "replay [" in printed.err  # the progress bar
+    # stderr is not a terminal here: plain progress lines, the last one for the finished run.
+    assert printed.err.splitlines()[-1].startswith("replay 100.0% 1/1 runs,")
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "replay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     else:
@@ -107,3 +108,40 @@ def test_bad_flags_exit_2_naming_the_flag(flags: list[str], message: str, tmp_pa
             argv += flags[i:i + 2]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_redraws_in_place_on_a_terminal_and_logs_sparingly_elsewhere() -> None:
+    clock = [0.0]
+    for tty in (True, False):
+        stream, clock[0] = _Stream(tty), 0.0
+        progress = _Progress(2, stream=stream, clock=lambda: clock[0], quiet_seconds=60)
+        for done in range(0, 1001, 50):  # one run's pod reports, a second apart
+            clock[0] += 1.0
+            progress.update("a", done, 1000)
+        progress.finished += 1
+        progress.draw()
+        clock[0] += 61.0
+        progress.update("b", 50, 1000)
+        progress.close()
+        if tty:
+            assert stream.text.count("\r") == 23 and stream.text.endswith("\n")
+            assert "[###############" in stream.text
+        else:
+            # the first report, the finished run, then one more after a quiet minute
+            assert stream.text.splitlines() == ["replay   0.0% 0/2 runs,      1s",
+                                                "replay  50.0% 1/2 runs,     21s",
+                                                "replay  52.5% 1/2 runs,     82s"]
