@@ -395,6 +395,7 @@ def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> N
             f"{source}: plugins capacity and proportion cannot be used together "
             f"(both divide the cluster between queues); keep one of them"
         )
+    _check_device_switches(tiers, source)
     for t, tier in enumerate(tiers):
         names = {p.name for p in tier}
         hierarchical_drf = any(p.name == "drf" and p.flags.get("enableHierarchy") for p in tier)
@@ -403,6 +404,36 @@ def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> N
                 f"{source}: tiers[{t}]: drf with enableHierarchy cannot be combined "
                 f"with proportion in the same tier"
             )
+
+
+_DEVICE_SWITCHES = {"deviceshare": "deviceshare.", "predicates": "predicate."}
+_SWITCH_KEYS = (("gpu_sharing", "GPUSharingEnable"), ("gpu_number", "GPUNumberEnable"),
+                ("vgpu", "VGPUEnable"))
+
+
+def _check_device_switches(tiers: list[tuple[PluginOption, ...]], source: str) -> None:
+    """GPU share with GPU number, or either with vGPU, is refused for every spelling of the
+    switches: ``predicate.*`` alone (Volcano v1.8.2 and before exit on it in predicates) and
+    the two spellings mixed, which add up to the same families. ``deviceshare.*`` alone is
+    refused by the plugin's own arguments."""
+    on: dict[str, list[str]] = {}
+    owners: set[str] = set()
+    for tier in tiers:
+        for option in tier:
+            prefix = _DEVICE_SWITCHES.get(option.name)
+            for attr, key in _SWITCH_KEYS if prefix is not None else ():
+                if getattr(option.args, attr, False):
+                    on.setdefault(attr, []).append(f"{prefix}{key}")
+                    owners.add(option.name)
+    owner = "plugins " + " and ".join(sorted(owners)) if len(owners) > 1 \
+        else f"plugin {next(iter(owners), 'deviceshare')}"
+    if "gpu_sharing" in on and "gpu_number" in on:
+        keys = " and ".join(on["gpu_sharing"] + on["gpu_number"])
+        raise ConfError(f"{source}: {owner}: can not define true in both gpu sharing and gpu "
+                        f"number ({keys}); enable one of them")
+    if "vgpu" in on and ("gpu_sharing" in on or "gpu_number" in on):
+        keys = " and ".join(on.get("gpu_sharing", []) + on.get("gpu_number", []) + on["vgpu"])
+        raise ConfError(f"{source}: {owner}: gpu-share and vgpu can't be used together ({keys})")
 
 
 def load_conf(path: str | Path | None, *, log_warnings: bool = True) -> SchedulerConf:

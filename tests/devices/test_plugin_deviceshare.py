@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,48 @@ def test_switches_volcano_refuses_together_are_conf_errors(arguments: dict, word
     path = tmp_path / "both.conf"
     path.write_text(deviceshare_conf(**arguments))
     assert main(["conf", "check", str(path)]) != 0
+
+
+@pytest.mark.parametrize(
+    ("deviceshare", "predicates", "words", "owner"),
+    [
+        pytest.param({}, {"GPUSharingEnable": True, "GPUNumberEnable": True},
+                     "can not define true in both gpu sharing and gpu number",
+                     "plugin predicates", id="legacy-share+number"),
+        pytest.param({}, {"GPUNumberEnable": True, "VGPUEnable": True},
+                     "gpu-share and vgpu can't be used together", "plugin predicates",
+                     id="legacy-number+vgpu"),
+        pytest.param({"GPUSharingEnable": True}, {"GPUNumberEnable": True},
+                     "can not define true in both gpu sharing and gpu number",
+                     "plugins deviceshare and predicates", id="mixed-share+number"),
+        pytest.param({"VGPUEnable": True}, {"GPUSharingEnable": True},
+                     "gpu-share and vgpu can't be used together",
+                     "plugins deviceshare and predicates", id="mixed-vgpu+share"),
+    ],
+)
+def test_legacy_and_mixed_spellings_of_conflicting_switches_are_conf_errors(
+        deviceshare: dict, predicates: dict, words: str, owner: str) -> None:
+    """Volcano v1.8.2 and before read the GPU switches in predicates' ``enablePredicate`` and
+    exit (klog.Fatal) on share+number there; today's deviceshare ``enablePredicate`` does the
+    same. The legacy switches add to deviceshare's, so a mix of spellings switching on two
+    families is refused too, naming every key involved."""
+    legacy = ", ".join(f"predicate.{k}: {json.dumps(v)}" for k, v in predicates.items())
+    text = deviceshare_conf(**deviceshare).replace(
+        "{name: predicates}", f"{{name: predicates, arguments: {{{legacy}}}}}")
+    if not deviceshare:
+        text = text.replace("  - {name: deviceshare, arguments: {}}\n", "")
+    with pytest.raises(ConfError) as info:
+        parse_conf(text)
+    message = str(info.value)
+    assert words in message and f"{owner}:" in message
+    assert all(f"predicate.{key}" in message for key in predicates)
+    assert all(f"deviceshare.{key}" in message for key in deviceshare)
+
+
+def test_one_legacy_switch_beside_deviceshare_is_accepted() -> None:
+    text = deviceshare_conf(GPUSharingEnable=True).replace(
+        "{name: predicates}", "{name: predicates, arguments: {predicate.GPUSharingEnable: true}}")
+    assert device_config(parse_conf(text)).gpu_sharing
 
 
 def test_no_switch_no_devices() -> None:
