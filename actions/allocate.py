@@ -28,6 +28,12 @@ from scheduler.framework.statement import Statement
 
 __all__ = ["Allocate"]
 
+_LIMIT = {
+    "proportion": " within its deserved share",
+    "capacity": " within its capability",
+}
+"""What the plugin refusing Allocatable holds a queue to, for the task's reason."""
+
 
 class Allocate:
     NAME = "allocate"
@@ -125,8 +131,8 @@ class Allocate:
                 _, errors = feasible_nodes(session, task)
                 job.nodes_fit_errors[task.uid] = errors or FitErrors(
                     nodes=len(session.table),
-                    error=f"queue {queue.name} has no room for task {task.name} "
-                    "within its deserved share",
+                    error=f"queue {queue.name} has no room for task {task.name}"
+                    + _LIMIT.get(session.allocatable_refused_by(queue, task) or "", ""),
                 )
                 continue
             if job.role_already_failed(task):

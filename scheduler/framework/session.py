@@ -333,6 +333,14 @@ class Session:
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(p.allocatable(queue, task) for tier in self.hooks(h.Allocatable) for p in tier)
 
+    def allocatable_refused_by(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        """The name of the first plugin whose Allocatable refuses ``task`` in ``queue``."""
+        for tier in self.hooks(h.Allocatable):
+            for plugin in tier:
+                if not plugin.allocatable(queue, task):
+                    return str(getattr(plugin, "NAME", type(plugin).__name__))
+        return None
+
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """AND: may ``queue`` reclaim from other queues for ``task``."""
         return all(p.preemptive(queue, task) for tier in self.hooks(h.Preemptive) for p in tier)

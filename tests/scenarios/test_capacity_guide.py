@@ -103,7 +103,8 @@ def test_guarantee_is_kept_free_and_capability_bounds_the_borrower() -> None:
     run = simulate(objs, conf=conf_text("guide"))
     assert len(running(run, "train-")) == 6
     assert len(running(run, "notebook-")) == 4
-    assert run.reason("train-7").startswith("queue org1 has no room")
+    assert run.reason("train-7").startswith(
+        "queue org1 has no room for task train-7 within its capability")
     # what org2 was guaranteed is there when it comes
     gpu: dict[str, Any] = {"limits": {"nvidia.com/gpu": "1"}}
     org2 = [make_pod(f"eval-{i}", cpu="1", queue="org2", **gpu) for i in range(2)]

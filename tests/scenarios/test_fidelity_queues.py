@@ -38,6 +38,9 @@ def test_capability_naming_only_cpu_leaves_memory_unlimited() -> None:
     run = simulate(objs)
     # Memory no longer counts as a zero quota, and the cpu cap still bites at 4.
     assert _bound(run.binds(), "job-") == 4
+    waiting = next(f"job-t-{i}" for i in range(6) if f"job-t-{i}" not in run.binds())
+    assert f"queue q has no room for task {waiting} within its deserved share" \
+        in run.reason(waiting)
 
 
 def test_capability_naming_only_a_scalar_keeps_cpu_and_memory_unlimited() -> None:
