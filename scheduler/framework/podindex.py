@@ -16,7 +16,6 @@ session where no pod has pod-to-pod constraints pays only a scan for carriers at
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -283,7 +282,7 @@ def _carrier_rows(table: NodeTable) -> IntArray:
     return rows
 
 
-_INDEXES: weakref.WeakKeyDictionary[Session, PodIndex] = weakref.WeakKeyDictionary()
+_SHARED_KEY = "pod-index"
 
 
 def pod_index(session: Session) -> PodIndex:
@@ -292,10 +291,10 @@ def pod_index(session: Session) -> PodIndex:
     Its event methods are idempotent per task, so each plugin may forward the session's
     allocate/deallocate events without counting a pod twice.
     """
-    index = _INDEXES.get(session)
-    if index is None:
+    index = session.shared.get(_SHARED_KEY)
+    if not isinstance(index, PodIndex):
         index = PodIndex(session.table, namespace_labels=session.namespace_labels)
-        _INDEXES[session] = index
+        session.shared[_SHARED_KEY] = index
     return index
 
 

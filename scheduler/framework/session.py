@@ -157,6 +157,10 @@ class Session:
             renewed=snapshot.renewed_nodes,
         )
         snapshot.table = self.table
+        # Consumed: the table keeps what it needs of its predecessor for this session only.
+        # Left here, each snapshot would keep the last session (through its table's row hooks
+        # and plugins) and so every session before it alive.
+        snapshot.previous_table = None
         self.touched_nodes = snapshot.touched_nodes
         self.touched_tasks = snapshot.touched_tasks
         """Copies this session changed; the cache renews them before the next session."""
@@ -172,6 +176,10 @@ class Session:
         # A settled job's phase is Running and stays so unless the session changes the job.
         self.podgroup_phase_before: dict[JobID, str] = {
             uid: job.podgroup.phase for uid, job in self.active_jobs.items()}
+        self.shared: dict[str, object] = {}
+        """Per-session state plugins share (the pod index), gone with the session. Kept here
+        rather than in a module-level map keyed by session, whose values would keep every
+        session they refer back to alive."""
         self._device_nodes: bool | None = None
         self._allocated_at_open: dict[JobID, Resource] = {}
         """Copies of ``JobInfo.allocated`` taken just before a job's first in-session change."""
