@@ -76,6 +76,8 @@ _NOT_ACTED_ON = {
 
 class Preempt:
     NAME = "preempt"
+    NOT_ACTED_ON = _NOT_ACTED_ON
+    """Arguments of Volcano's action accepted without effect; the conf loader warns."""
 
     def __init__(self) -> None:
         self._warned: set[str] = set()
@@ -83,7 +85,7 @@ class Preempt:
     def execute(self, session: Session) -> None:
         args: PreemptArgs = action_args(
             self.NAME, PreemptArgs, session.configurations,
-            not_acted_on=_NOT_ACTED_ON, warned=self._warned)
+            warned=self._warned)
         run = _Run(session, args)
         run.execute()
 

@@ -54,13 +54,15 @@ _NOT_ACTED_ON = {
 
 class Reclaim:
     NAME = "reclaim"
+    NOT_ACTED_ON = _NOT_ACTED_ON
+    """Arguments of Volcano's action accepted without effect; the conf loader warns."""
 
     def __init__(self) -> None:
         self._warned: set[str] = set()
 
     def execute(self, session: Session) -> None:
         action_args(self.NAME, ReclaimArgs, session.configurations,
-                    not_acted_on=_NOT_ACTED_ON, warned=self._warned)
+                    warned=self._warned)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         seen: set[QueueID] = set()
         starving: dict[QueueID, PriorityQueue[JobInfo]] = {}

@@ -380,7 +380,9 @@ def _configurations(
                 for key in arguments
                 if key not in known
             )
-        for key, why in IGNORED_ACTION_ARGUMENTS.get(name, {}).items():
+        not_acted_on = {**IGNORED_ACTION_ARGUMENTS.get(name, {}),
+                        **getattr(cls, "NOT_ACTED_ON", {})}
+        for key, why in not_acted_on.items():
             if key in arguments:
                 warnings.append(ignored(where, f"{name} argument {key!r}", why))
     return out

@@ -1,8 +1,9 @@
 """Typed arguments of an action, read from the conf's ``configurations`` every cycle.
 
-Volcano re-reads an action's arguments in each ``Execute``; so do we. A wrongly typed value
-or an unknown key is logged once per action instance (the scheduler keeps running, on the
-default for a bad value), and so is a known key that has no effect in this implementation.
+Volcano re-reads an action's arguments in each ``Execute``; so do we. Unknown keys and keys
+that have no effect here (an action's ``NOT_ACTED_ON``) are warned about once, when the conf
+is loaded; a wrongly typed value, which the conf loader refuses, is logged once per action
+instance if it reaches an action anyway (the scheduler keeps running on its default).
 Like Volcano's ``Arguments.GetBool``, a boolean may also be written as a string Go's
 ``strconv.ParseBool`` reads (``"true"``, ``"False"``, ``"1"`` …): Volcano's own e2e suite
 writes action arguments that way.
@@ -29,16 +30,14 @@ def action_args(
     cls: type[Any],
     configurations: Mapping[str, Mapping[str, Any]],
     *,
-    not_acted_on: Mapping[str, str],
     warned: set[str],
 ) -> Any:
-    """``cls`` built from ``configurations[owner]``; ``not_acted_on`` maps keys we accept but
-    ignore to the reason, which the warning gives. A value of the wrong type is logged and
-    its default kept."""
+    """``cls`` built from ``configurations[owner]``. A value of the wrong type is logged and
+    its default kept; nothing else is logged (the conf loader warned about the rest)."""
     raw = _go_booleans(cls, configurations.get(owner) or {})
     while True:
         try:
-            args, warnings = parse_args(cls, raw, owner=f"action {owner}")
+            args, _ = parse_args(cls, raw, owner=f"action {owner}")
             break
         except ArgumentError as exc:
             # As Volcano does, a value that cannot be read leaves that one default in place.
@@ -46,13 +45,6 @@ def action_args(
                 warned.add(str(exc))
                 log.error("bad action argument, its default is used", message=str(exc))
             raw = {key: value for key, value in raw.items() if key != exc.key}
-    for key, why in not_acted_on.items():
-        if key in raw:
-            warnings.append(f"action {owner}: argument {key!r} has no effect: {why}")
-    for warning in warnings:
-        if warning not in warned:
-            warned.add(warning)
-            log.warning("action argument", message=warning)
     return args
 
 

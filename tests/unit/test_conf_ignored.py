@@ -206,3 +206,38 @@ def test_shuffle_without_a_victim_tasks_plugin_warns_that_it_evicts_nothing() ->
     quiet = parse_conf('actions: "enqueue, allocate"\ntiers:\n- plugins:\n'
                        '  - name: priority\n', source="c.conf")
     assert not [w for w in quiet.warnings if "shuffle" in w]
+
+
+def test_preempt_and_reclaim_arguments_are_warned_once_at_load_and_not_again_per_cycle(
+) -> None:
+    """Keys Volcano's preempt reads but Lahar does not act on are named at conf load, like
+    allocate's; running the actions then logs nothing more about their arguments."""
+    from structlog.testing import capture_logs
+
+    from actions.preempt import PreemptArgs
+    from actions.reclaim import ReclaimArgs
+    from scheduler.framework.action_args import action_args
+
+    text = 'actions: "allocate, preempt, reclaim"\n' + TIERS + """
+configurations:
+- name: preempt
+  arguments: {topologyAwarePreemptWorkerNum: 4, bogus: 1}
+- name: reclaim
+  arguments: {predicateErrorCacheEnable: true}
+"""
+    conf = parse_conf(text, source="t.conf")
+    assert conf.warnings == (
+        "t.conf: configurations[0]: action preempt: unknown argument 'bogus' ignored",
+        "t.conf: configurations[0]: preempt argument 'topologyAwarePreemptWorkerNum' is "
+        "ignored: the dry runs are done one node after another",
+        "t.conf: configurations[1]: reclaim argument 'predicateErrorCacheEnable' is ignored: "
+        "candidate nodes are filtered per task with vector masks, so there is no per-role "
+        "error cache to switch",
+    )
+    with capture_logs() as logs:
+        action_args("preempt", PreemptArgs, conf.configurations, warned=set())
+        action_args("reclaim", ReclaimArgs, conf.configurations, warned=set())
+        # a value of the wrong type still gets its one error (the conf loader refuses it)
+        action_args("preempt", PreemptArgs, {"preempt": {"minCandidateNodesAbsolute": "x"}},
+                    warned=set())
+    assert [entry["log_level"] for entry in logs] == ["error"]
