@@ -217,7 +217,8 @@ class FineGrainedFamily:
                          rows: np.ndarray) -> np.ndarray:
         """The placement policy's node scores of ``rows`` (see :mod:`.placement`)."""
         assert self.placement is not None
-        return placement_scores(self.placement, node_pod_shape(task, request), table, rows)
+        return placement_scores(self.placement, node_pod_shape(task, request), table, rows,
+                                key=str(task.uid))
 
     def lock_name(self, request: PodDeviceRequest) -> str | None:
         return None  # Koordinator binds without a node lock

@@ -179,8 +179,9 @@ class Placement:
     def node_scores(self, *, pod: PodShape, gpu_free: np.ndarray, gpu_count: np.ndarray,
                     cpu_free: np.ndarray,
                     mem_bytes: np.ndarray, model: np.ndarray, models: tuple[str, ...],
-                    kinds: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """(C,) scores 0–100 (plus the tie-break fraction) of candidate ``rows``.
+                    kinds: np.ndarray, rows: np.ndarray, key: str = "") -> np.ndarray:
+        """(C,) scores 0–100 (plus the tie-break fraction) of candidate ``rows``; ``key``
+        names the pod, so that each pod draws anew (``random``).
 
         The arrays are per candidate: free core percent per card slot (C, G), cards, free
         milli-CPU,
@@ -194,29 +195,32 @@ class Placement:
             policy: Any = FgdPolicy(states, target=self.target, terms=(small, fits),
                                     fragment=fragment)
         else:
-            policy = self._policy(states, self._rng(pod, rows))
+            policy = self._policy(states, self._rng(pod, rows, key))
         scores = policy.score(pod, np.arange(len(rows))).astype(float)
         if self.tie_break == "first" and len(rows):
             scores += 0.5 * (1.0 - rows / (rows.max() + 1.0))
         return scores
 
     def card(self, *, pod: PodShape, gpu_free: np.ndarray, cpu_free: int, mem_bytes: int,
-             model: int, models: tuple[str, ...], kinds: np.ndarray) -> tuple[int, ...]:
+             model: int, models: tuple[str, ...], kinds: np.ndarray,
+             key: str = "") -> tuple[int, ...]:
         """The card slots the policy gives ``pod`` on one node; ``gpu_free`` holds the free
         core percent of each of its cards."""
         states = _states(gpu_free=gpu_free[None, :], gpu_count=np.array([len(gpu_free)]),
                          cpu_free=np.array([cpu_free]),
                          mem_bytes=np.array([mem_bytes]), model=np.array([model]),
                          models=models, kinds=kinds[None, :])
-        policy = self._policy(states, self._rng(pod, np.array([model])))
+        policy = self._policy(states, self._rng(pod, np.array([model]), key))
         return policy.choose_cards(pod, 0)
 
-    def _rng(self, pod: PodShape, rows: np.ndarray) -> random.Random:
+    def _rng(self, pod: PodShape, rows: np.ndarray, key: str) -> random.Random:
         # Deterministic per (seed, pod, candidates), also across processes: a session keeps
-        # no random state from one cycle to the next.
+        # no random state from one cycle to the next. The pod's own key makes the draws of
+        # pods of one shape independent: without it each drew the same candidate index (and
+        # the same card) as the last one of its shape, piling them up instead of spreading.
         total = int(rows.sum()) if len(rows) else 0
-        return random.Random(f"{self.seed}:{pod.cpu_milli}:{pod.gpu_milli}:{pod.num_gpu}:"
-                             f"{len(rows)}:{total}")
+        return random.Random(f"{self.seed}:{key}:{pod.cpu_milli}:{pod.gpu_milli}:"
+                             f"{pod.num_gpu}:{len(rows)}:{total}")
 
 
 _SHARED_LIMIT = 16
@@ -270,7 +274,7 @@ def node_pod_shape(task: Any, request: Any) -> PodShape:
 
 
 def placement_scores(placement: Placement, pod: PodShape, table: Any,
-                     rows: np.ndarray) -> np.ndarray:
+                     rows: np.ndarray, key: str = "") -> np.ndarray:
     """Scores of candidate ``rows`` of the session's node table, from its columns."""
     columns = table.columns
     gpu_free = np.stack([columns[f"{_P}gpu{i}.core"][rows] for i in range(GPU_SLOTS)], axis=1)
@@ -282,7 +286,7 @@ def placement_scores(placement: Placement, pod: PodShape, table: Any,
         pod=pod, gpu_free=gpu_free, gpu_count=gpu_count,
         cpu_free=table.idle[rows, table.dim_index[CPU]],
         mem_bytes=table.idle[rows, table.dim_index[MEMORY]],
-        model=codes[rows], models=models, kinds=kinds, rows=np.asarray(rows))
+        model=codes[rows], models=models, kinds=kinds, rows=np.asarray(rows), key=key)
 
 
 def placement_picks(placement: Placement, *, ledger: Ledger, request: Any, task: Any,
@@ -306,7 +310,8 @@ def placement_picks(placement: Placement, *, ledger: Ledger, request: Any, task:
         slots = placement.card(pod=pod, gpu_free=free, cpu_free=cpu, mem_bytes=memory,
                                model=0 if gpu_model else -1,
                                models=(gpu_model,) if gpu_model else (),
-                               kinds=np.zeros(KIND_SLOTS, dtype=np.int64))
+                               kinds=np.zeros(KIND_SLOTS, dtype=np.int64),
+                               key=str(task.uid))
     except ValueError:
         return None  # the columns and the ledger disagree: let the exact allocator decide
     picks = []
