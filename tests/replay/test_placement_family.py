@@ -140,3 +140,22 @@ def test_target_workload_keeps_the_shapes_covering_95_percent() -> None:
     assert len(target) == 2  # 90 + 6 = 96 % ≥ 95 %
     assert target.prob.tolist() == pytest.approx([90 / 96, 6 / 96])
     assert parse_target_workload([]) is None
+
+
+def test_clustering_tells_one_two_card_pod_from_two_one_card_pods() -> None:
+    """Two nodes of one shape whose cards 0 and 1 are used, one by a two-card pod and one by
+    two one-card pods, are in the same card state but not the same kinds (§B.3 Clustering
+    scores a node by the kinds of GPU pods on it). A summary row kept per card state once gave
+    the second node the first one's kinds, so the next one-card pod left the node of its kind
+    for an empty one (first seen on `default`, seed 42, pod 1,497)."""
+    nodes = [TraceNode(f"node-{i}", cpu_milli=96000, memory_mib=393216, gpus=4, model="T4")
+             for i in range(3)]
+    shapes = [(2, 1000), (1, 1000), (1, 1000), (1, 1000)]
+    pods = [TracePod(f"pod-{i}", cpu_milli=1000, memory_mib=1024, num_gpu=num,
+                     gpu_milli=milli, gpu_spec=frozenset(), spec_text="")
+            for i, (num, milli) in enumerate(shapes)]
+    ours = run_replay(nodes=nodes, pods=pods, policy="clustering", seed=5, tune=0)
+    reference = replay(nodes=nodes, pods=pods, policy="clustering", seed=5, tune=0)
+    assert [(p, n.split("-", 1)[1], c) for p, n, c in ours.placements] == reference.placements
+    placed = {name: node for name, node, _ in reference.placements}
+    assert placed["pod-1"] == placed["pod-2"] == placed["pod-3"] != placed["pod-0"]

@@ -73,6 +73,19 @@ def isolation_code(value: str) -> float:
     return 0.0 if not value else 1.0 if value == HAMI_CORE else 2.0
 
 
+
+def gpu_kinds(ledger: Ledger) -> tuple[int, ...]:
+    """GPU pods on the node by kind: index 0 counts pods sharing one card, index k pods
+    holding k whole cards (the last index also counts more). The card usage alone does not
+    tell them apart (two one-card pods use what one two-card pod uses)."""
+    counts = [0] * (GPU_SLOTS + 1)
+    for allocation in ledger.holders.values():
+        picks = allocation.get(TYPE_GPU, ())
+        if picks:
+            shared = len(picks) == 1 and picks[0].resources.get(GPU_CORE, 100) < 100
+            counts[0 if shared else min(len(picks), GPU_SLOTS)] += 1
+    return tuple(counts)
+
 def summary(ledger: Ledger | None, honor: bool, isolation: str = "",
             share_blocked: bool = False) -> tuple[float, ...]:
     """This node's row of :data:`COLUMNS`."""
@@ -131,11 +144,8 @@ def summary(ledger: Ledger | None, honor: bool, isolation: str = "",
                 row[_INDEX[f"{_P}{kind}{slot}.vfs"]] = sum(1 for vf in device.vfs
                                                            if vf.bus_id not in used_vfs)
     row[_INDEX[col("overflow")]] = float(overflow)
-    for allocation in ledger.holders.values():
-        picks = allocation.get(TYPE_GPU, ())
-        if picks:
-            shared = len(picks) == 1 and picks[0].resources.get(GPU_CORE, 100) < 100
-            row[_INDEX[col(f"kind{0 if shared else min(len(picks), GPU_SLOTS)}")]] += 1
+    for k, count in enumerate(gpu_kinds(ledger)):
+        row[_INDEX[col(f"kind{k}")]] = float(count)
     for name in _SCORED:
         row[_INDEX[f"{_P}total.{name}"]] = totals[name]
         row[_INDEX[f"{_P}free.{name}"]] = frees[name]

@@ -22,7 +22,7 @@ from scheduler.api.devices.base import (
 )
 from scheduler.api.devices.base import task_annotations as binding_view
 from scheduler.api.devices.finegrained.allocator import Scoring, node_score
-from scheduler.api.devices.finegrained.columns import COLUMNS, summary
+from scheduler.api.devices.finegrained.columns import COLUMNS, gpu_kinds, summary
 from scheduler.api.devices.finegrained.hints import parse_hints
 from scheduler.api.devices.finegrained.ledger import (
     Allocation,
@@ -75,8 +75,9 @@ class FitMemo:
     verdicts: dict[tuple[int, Any, Any], tuple[PodDeviceRequest, DeviceFit]] = field(
         default_factory=dict)
     plans: dict[tuple[int, Any, Any], Allocation | str] = field(default_factory=dict)
-    rows: dict[tuple[int, Any, str, bool], tuple[float, ...]] = field(default_factory=dict)
-    """Summary rows by (shape, state): identical nodes share one computation."""
+    rows: dict[tuple[int, Any, tuple[int, ...], str, bool], tuple[float, ...]] = field(
+        default_factory=dict)
+    """Summary rows by (shape, state, GPU pod kinds): identical nodes share one computation."""
     shapes: dict[Any, int] = field(default_factory=dict)
     decoded: dict[str, Allocation] = field(default_factory=dict)
     limit: int = 50_000
@@ -257,7 +258,10 @@ class FineGrainedDevices:
         if self.ledger is None or self.memo is None:
             return summary(self.ledger, self.topology.honor_partitions, self.isolation,
                            self.share_blocked)
-        key = (self.shape, self.ledger.state_key(), self.isolation, self.share_blocked)
+        # The card usage does not tell one two-card pod from two one-card pods: the kinds
+        # (a column of the row) are part of the key.
+        key = (self.shape, self.ledger.state_key(), gpu_kinds(self.ledger), self.isolation,
+               self.share_blocked)
         row = self.memo.rows.get(key)
         if row is None:
             if len(self.memo.rows) >= self.memo.limit:
