@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,9 +45,9 @@ DEFAULT_POPULARITY = 95.0
 """Percent of the pods the kept shapes must cover (the paper's ``podPopularityThreshold``)."""
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class ShapeKey:
-    """A pod shape as the target workload counts it; the field order is the tie-break order."""
+class ShapeKey(NamedTuple):
+    """A pod shape as the target workload counts it; the field order is the tie-break order.
+    A named tuple: hashed and compared in C, since counts are keyed by it every session."""
 
     cpu_milli: int
     gpu_milli: int
