@@ -140,6 +140,9 @@ def test_vgpu_pods_pass_the_node_lock_one_after_another(own_case: Case,
                what="bind-phase success on every pod")
     eventually(lambda: VOLCANO.lock not in annotations(case.kube.node(node)),
                what="node lock released")
-    assert len({result.pod for result in device_plugin}) == 3
+    # The handshake thread records its result after its last write to the API server, so
+    # the writes above can be seen a moment before the record.
+    eventually(lambda: len({result.pod for result in device_plugin}) == 3,
+               what="a node-side handshake recorded for every pod")
     for pod in pods:
         assert annotations(case.kube.pod(case.namespace, pod)).get(VOLCANO.assigned_node) == node
