@@ -64,6 +64,8 @@ _OWNER = "plugin deviceshare"
 _LEGACY_PLUGIN = "predicates"
 _SETTINGS = "deviceshare.ledger-settings"
 """Node-table ``derived`` key: the (policy, placement) this session wrote onto the ledgers."""
+_LEARNED = "deviceshare.learned-shapes"
+"""Node-table ``derived`` key: a learning policy's shape counts, per row, at session open."""
 
 Requests = list[tuple[DeviceFamily, Any]]
 
@@ -211,10 +213,9 @@ class _Held:
     locks: tuple[str, ...]
 
 
-def _cluster_pods(session: Session) -> Iterator[TaskInfo]:
-    for node in session.node_list:
-        yield from node.tasks.values()
-    for job in session.jobs.values():
+def _pending_pods(session: Session) -> Iterator[TaskInfo]:
+    # A settled job has no pod waiting for a node, so the active jobs hold every pending one.
+    for job in session.active_jobs.values():
         for task in job.tasks.values():
             if task.status == TaskStatus.PENDING and not task.node_name:
                 yield task
@@ -250,6 +251,15 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         # The conf may have changed since the ledgers were built. Nodes carried over from
         # the previous table got these settings then, unless the settings changed since.
         carried = table.carried(_SETTINGS)
+        if carried is not None and placement is not None \
+                and placement.same_learning(carried[0][1]):
+            # A learning policy's placement is rebuilt with the families each session; the
+            # last session's, of the same settings, is kept instead, so that the ledgers
+            # carried over still point at the session's placement.
+            placement = carried[0][1]
+            for family in self.families:
+                if getattr(family, "placement", None) is not None:
+                    family.adopt_placement(placement)  # type: ignore[attr-defined]
         rows: Sequence[int] = range(len(table))
         if carried is not None and carried[0][0] == self.config.policy \
                 and carried[0][1] is placement:
@@ -263,8 +273,14 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                     devices.placement = placement
         table.derived[_SETTINGS] = (self.config.policy, placement)
         if placement is not None and placement.policy in LEARNING_POLICIES:
-            # The policy's target workload: the pods on nodes and the pending ones now.
-            placement.learned.recount(_cluster_pods(session))
+            # The policy's target workload: the pods on nodes and the pending ones now,
+            # counted again only on the rows renewed since the last session.
+            learned = table.carried(_LEARNED)
+            placement.learned.recount_rows(
+                table.nodes, _pending_pods(session),
+                previous=learned[0] if learned is not None else None,
+                renewed=learned[1] if learned is not None else ())
+            table.derived[_LEARNED] = placement.learned
         columns = [column for family in self.families for column in family.COLUMNS]
         table.add_row_hook(self._sync_row, columns=columns)  # carried over, or zeros filled
 

@@ -159,6 +159,57 @@ def test_session_recount_replaces_the_counts() -> None:
     assert shapes.counts == {}
 
 
+class _Node:
+    def __init__(self, tasks: list[_Task]) -> None:
+        self.tasks = dict(enumerate(tasks))
+
+
+def _full(nodes: list[_Node], pending: list[_Task]) -> dict[ShapeKey, float]:
+    shapes = LearnedShapes()
+    shapes.recount([t for node in nodes for t in node.tasks.values()] + pending)
+    return shapes.counts
+
+
+@given(st.randoms(use_true_random=False), st.integers(min_value=1, max_value=25))
+@settings(max_examples=40, deadline=None)
+def test_rows_counted_again_only_where_renewed_equal_a_full_count(
+        rnd: random.Random, sessions: int) -> None:
+    """Sessions whose tables carry the last one's rows over: pods placed, removed and changed
+    on some nodes (those rows renewed), others untouched; the counts must equal a full count
+    every time, and a table of another length is counted in full."""
+    def task() -> _Task:
+        return _Task(rnd.choice((1000, 2000)),
+                     rnd.choice(({}, {GPU_CORE: 50_000}, {GPU_CORE: 100_000},
+                                 {GPU_MEMORY_RATIO: 25_000})))
+    cluster = [_Node([task() for _ in range(rnd.randint(0, 4))]) for _ in range(6)]
+    previous: LearnedShapes | None = None
+    for _ in range(sessions):
+        renewed = sorted(rnd.sample(range(len(cluster)), rnd.randint(0, 3)))
+        for row in renewed:  # a renewed row is a new node object with changed pods
+            tasks = list(cluster[row].tasks.values())
+            if tasks and rnd.random() < 0.5:
+                tasks.pop(rnd.randrange(len(tasks)))
+            tasks += [task() for _ in range(rnd.randint(0, 2))]
+            cluster[row] = _Node(tasks)
+        if rnd.random() < 0.1:
+            cluster.append(_Node([task()]))
+            previous = None  # a table with another node set is built without a previous one
+        pending = [task() for _ in range(rnd.randint(0, 3))]
+        shapes = LearnedShapes()
+        shapes.recount_rows(cluster, pending, previous=previous, renewed=renewed)
+        assert shapes.counts == _full(cluster, pending)
+        previous = shapes
+
+
+def test_rows_of_another_table_length_are_counted_in_full() -> None:
+    first = LearnedShapes()
+    first.recount_rows([_Node([_Task(1000, {})])], [])
+    second = LearnedShapes()
+    second.recount_rows([_Node([_Task(1000, {})]), _Node([_Task(2000, {GPU_CORE: 50_000})])],
+                        [], previous=first, renewed=[])
+    assert second.counts == {ShapeKey(1000, 0, 0): 1.0, ShapeKey(2000, 500, 1): 1.0}
+
+
 @pytest.mark.parametrize(("arguments", "match"), [
     pytest.param({"scale": 0}, "scale must be", id="scale-zero"),
     pytest.param({"scale": 2.5}, "scale must be", id="scale-fraction"),

@@ -76,6 +76,30 @@ def test_learned_policy_arguments_act_alike_in_both_loops(arguments: dict[str, o
     assert ours.failed == reference.failed
 
 
+def test_learned_counts_kept_across_sessions_equal_a_full_recount(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each session counts again only the node rows renewed since the last one; the counts
+    it hands the policy must equal a count of every pod on a node and every pending pod."""
+    from scheduler.api.devices.finegrained.placement import LearnedShapes
+
+    checked: list[int] = []
+    real = LearnedShapes.recount_rows
+
+    def checking(self: LearnedShapes, nodes, pending, **kwargs):  # type: ignore[no-untyped-def]
+        pending = list(pending)
+        real(self, nodes, pending, **kwargs)
+        full = LearnedShapes()
+        full.recount([t for node in nodes for t in node.tasks.values()] + pending)
+        assert self.counts == full.counts
+        checked.append(1 if kwargs.get("previous") is not None else 0)
+
+    monkeypatch.setattr(LearnedShapes, "recount_rows", checking)
+    nodes, pods = _cluster(random.Random(909))
+    ours = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=9, tune=0)
+    assert ours.placements
+    assert len(checked) >= len(pods) and sum(checked) >= len(pods) - 1  # carried over
+
+
 def test_random_policy_places_every_fitting_pod() -> None:
     nodes, pods = _cluster(random.Random(7))
     ours = run_replay(nodes=nodes, pods=pods, policy="random", seed=7, tune=0)

@@ -110,6 +110,10 @@ class FineGrainedFamily:
                                              entries=self.config.finegrained_target)
         object.__setattr__(self, "placement", placement)
 
+    def adopt_placement(self, placement: Placement) -> None:
+        """Take an equivalent placement kept from the last session (``Placement.same_learning``)."""
+        object.__setattr__(self, "placement", placement)
+
     # -- nodes ----------------------------------------------------------------------------
     def build(self, node: NodeInfo, device_object: Mapping[str, Any] | None = None
               ) -> FineGrainedDevices:

@@ -11,8 +11,9 @@ so a pod is scored over all candidates with array operations only.
 ``fgd`` needs the *target workload*, the pod shapes the cluster expects with their counts
 (``deviceshare.FineGrainedTargetWorkload``); the most frequent shapes covering 95 % of the
 count are kept, as in the paper. ``fgd-learned`` (ours, :mod:`scheduler.replay.learned`)
-learns it instead from the pods bound to nodes and the pending ones, counted afresh by the
-``deviceshare`` plugin when a session opens (``LearnedShapes``), and takes its arguments from
+learns it instead from the pods bound to nodes and the pending ones, counted by the
+``deviceshare`` plugin when a session opens (``LearnedShapes``: only the nodes renewed since
+the last session are counted again), and takes its arguments from
 ``deviceshare.FineGrainedPolicyArguments``.
 
 Tie-break ``first`` (``deviceshare.FineGrainedTieBreak``) adds to every candidate's device
@@ -125,17 +126,64 @@ def parse_policy_arguments(policy: str, arguments: Mapping[str, Any]) -> Learned
 @dataclass(slots=True)
 class LearnedShapes:
     """Pod shapes with their counts, as a learning policy's target workload; refilled from
-    the session's pods when a session opens (no count survives a session)."""
+    the session's pods when a session opens.
+
+    The pods bound to nodes are counted per node row (``rows``) and summed (``bound``); a
+    session whose node table carries the previous one's rows over recounts only the rows
+    renewed since (:meth:`recount_rows`), so a cycle pays for the nodes that changed and the
+    pending pods, not for every pod in the cluster. The counts are the same as a full recount.
+    """
 
     counts: dict[ShapeKey, float] = field(default_factory=dict)
+    rows: list[dict[ShapeKey, float]] = field(default_factory=list)
+    """Per node row: the shapes of the pods on that node."""
+    bound: dict[ShapeKey, float] = field(default_factory=dict)
+    """The sum of ``rows``."""
 
     def recount(self, pods: Iterable[Any]) -> None:
         """Count the shapes of ``pods`` (tasks bound to nodes and pending ones)."""
-        counts: dict[ShapeKey, float] = {}
-        for task in pods:
-            key = task_shape_key(task)
-            counts[key] = counts.get(key, 0.0) + 1.0
-        self.counts = counts
+        self.counts = _count(pods, {})
+        self.rows, self.bound = [], {}
+
+    def recount_rows(self, nodes: Sequence[Any], pending: Iterable[Any], *,
+                     previous: LearnedShapes | None = None,
+                     renewed: Iterable[int] = ()) -> None:
+        """Count the pods on ``nodes`` (row by row) and the ``pending`` ones.
+
+        With ``previous`` (the last session's counts over the same rows), only the
+        ``renewed`` rows are counted again; ``previous`` gives its rows up.
+        """
+        if previous is not None and len(previous.rows) == len(nodes):
+            rows, bound = previous.rows, previous.bound
+            previous.rows, previous.bound = [], {}
+            for row in renewed:
+                for key, weight in rows[row].items():
+                    left = bound[key] - weight
+                    if left:
+                        bound[key] = left
+                    else:
+                        del bound[key]
+                rows[row] = _count(nodes[row].tasks.values(), {})
+                _count_into(bound, rows[row])
+        else:
+            rows = [_count(node.tasks.values(), {}) for node in nodes]
+            bound = {}
+            for counted in rows:
+                _count_into(bound, counted)
+        self.rows, self.bound = rows, bound
+        self.counts = _count(pending, dict(bound))
+
+
+def _count(tasks: Iterable[Any], counts: dict[ShapeKey, float]) -> dict[ShapeKey, float]:
+    for task in tasks:
+        key = task_shape_key(task)
+        counts[key] = counts.get(key, 0.0) + 1.0
+    return counts
+
+
+def _count_into(total: dict[ShapeKey, float], part: Mapping[ShapeKey, float]) -> None:
+    for key, weight in part.items():
+        total[key] = total.get(key, 0.0) + weight
 
 
 def task_shape_key(task: Any) -> ShapeKey:
@@ -170,6 +218,14 @@ class Placement:
     def __post_init__(self) -> None:
         if self.terms is None and self.target is not None:
             object.__setattr__(self, "terms", TermsMemo(self.target))
+
+    def same_learning(self, other: object) -> bool:
+        """Whether ``other`` is another learning placement of the same settings (no target
+        workload, which a learning policy does not read), so it can stand in for this one."""
+        return (isinstance(other, Placement) and other is not self
+                and self.policy in LEARNING_POLICIES and other.policy == self.policy
+                and other.tie_break == self.tie_break and other.seed == self.seed
+                and other.args == self.args and self.target is None and other.target is None)
 
     def _policy(self, states: NodeStates, rng: random.Random) -> Policy:
         if self.policy == LearnedFgdPolicy.name:
