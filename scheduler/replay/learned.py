@@ -18,8 +18,10 @@ leaves others whole for the large requests. The exact Δ without bands does far 
 fitting card with the least free milli (``bestfit``) or the card with the best banded score
 (``fragment``, as ``fgd``).
 
-No state survives a session in the scheduler: the ``deviceshare`` plugin counts the shapes
-when a session opens and hands them in as ``learned``. In the reference loop the policy
+In the scheduler the counts come from the cluster's pods alone: the ``deviceshare`` plugin
+counts the shapes when a session opens (again only for the nodes renewed since the last
+session, :class:`~scheduler.api.devices.finegrained.placement.LearnedShapes`) and hands them
+in as ``learned``. In the reference loop the policy
 object lives through the run and counts itself: ``observe`` marks the arriving pod pending,
 ``choose_cards`` (called only for a pod that was placed) moves it to the bound ones — so both
 loops score against the same counts.
