@@ -29,14 +29,10 @@ else
   done
 fi
 
-mkdir -p "${out}"
-for trace in "${traces[@]}"; do
-  echo "== ${trace}" >&2
-  python -m scheduler replay --trace "${trace}" --policy "${policies}" --seeds "${seeds}" \
-    --jobs "${jobs}" --out "${out}/${trace}" --traces-dir "${traces_dir}"
-done
-
-python - "${out}" "${traces_dir}" "${traces[@]}" > "${out}/summary.md" <<'PY'
+# summary.md over the traces done so far: rewritten after each trace, so a grid stopped
+# part-way still has the table of what ran.
+write_summary() {
+  python - "${out}" "${traces_dir}" "$@" > "${out}/summary.md.tmp" <<'PY'
 import sys
 from pathlib import Path
 
@@ -62,4 +58,16 @@ for trace in traces:
             cells.append(ours + (f" ({theirs:.2f})" if theirs is not None else ""))
         print(f"| {trace} | {policy} | {seeds} | " + " | ".join(cells) + " |")
 PY
-echo "wrote ${out}/summary.md" >&2
+  mv "${out}/summary.md.tmp" "${out}/summary.md"
+}
+
+mkdir -p "${out}"
+done_traces=()
+for trace in "${traces[@]}"; do
+  echo "== ${trace}" >&2
+  python -m scheduler replay --trace "${trace}" --policy "${policies}" --seeds "${seeds}" \
+    --jobs "${jobs}" --out "${out}/${trace}" --traces-dir "${traces_dir}"
+  done_traces+=("${trace}")
+  write_summary "${done_traces[@]}"
+  echo "wrote ${out}/summary.md (${#done_traces[@]} of ${#traces[@]} traces)" >&2
+done
