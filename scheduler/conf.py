@@ -42,6 +42,7 @@ import yaml
 
 from actions import ACTIONS
 from plugins import PLUGINS
+from scheduler.confyaml import load_conf_yaml
 from scheduler.framework.arguments import ArgumentError, parse_args
 from scheduler.framework.hooks import HOOK_FLAGS
 
@@ -247,7 +248,7 @@ def _implements(cls: type, hook: type) -> bool:
 def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
     """Parse and validate conf text; raises :class:`ConfError`."""
     try:
-        raw = yaml.safe_load(text)
+        raw, repeated = load_conf_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfError(f"{source}: not valid YAML: {exc}") from None
     if raw is None or raw == {}:
@@ -257,7 +258,10 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
         )
     if not isinstance(raw, Mapping):
         raise ConfError(f"{source}: the conf must be a YAML map")
-    warnings: list[str] = []
+    warnings: list[str] = [
+        f"{source}: line {r.line}: key {r.key!r} repeats line {r.first_line} of the same map; "
+        f"the later value is used, as Volcano uses it"
+        for r in sorted(repeated, key=lambda r: r.line)]
     actions_text = raw.get("actions", _DEFAULT_ACTIONS)
     if not isinstance(actions_text, str):
         raise ConfError(f"{source}: actions must be a comma-separated string")

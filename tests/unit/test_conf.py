@@ -63,3 +63,48 @@ tiers:
 def test_missing_file_is_a_conf_error() -> None:
     with pytest.raises(ConfError, match="cannot read"):
         load_conf("/nonexistent/lahar.conf")
+
+
+def test_a_key_given_twice_in_one_map_takes_the_later_value_with_a_warning() -> None:
+    """Volcano's ``UnmarshalSchedulerConf`` decodes with gopkg.in/yaml.v2's non-strict
+    ``yaml.Unmarshal``: the later of two equal keys wins without a word. Lahar keeps the later
+    value and names both lines."""
+    text = (
+        'actions: "enqueue, allocate"\n'
+        "tiers:\n"
+        "- plugins:\n"
+        "  - name: gang\n"
+        "  - name: binpack\n"
+        "    arguments:\n"
+        "      binpack.weight: 1\n"
+        "      binpack.cpu: 2\n"
+        "      binpack.weight: 5\n"
+        'actions: "allocate"\n'
+    )
+    conf = parse_conf(text, source="dup.conf")
+    assert conf.actions == ("allocate",)
+    assert conf.tiers[0][1].arguments == {"binpack.weight": 5, "binpack.cpu": 2}
+    repeated = [w for w in conf.warnings if "repeats" in w]
+    assert repeated == [
+        "dup.conf: line 9: key 'binpack.weight' repeats line 7 of the same map; the later "
+        "value is used, as Volcano uses it",
+        "dup.conf: line 10: key 'actions' repeats line 1 of the same map; the later value is "
+        "used, as Volcano uses it",
+    ]
+
+
+def test_equal_keys_in_different_maps_and_merge_keys_are_not_repeats() -> None:
+    text = (
+        "tiers:\n"
+        "- plugins:\n"
+        "  - name: gang\n"
+        "  - name: binpack\n"
+        "    arguments: &args {binpack.weight: 2}\n"
+        "- plugins:\n"
+        "  - name: nodeorder\n"
+        "    arguments:\n"
+        "      <<: *args\n"
+        "      nodeaffinity.weight: 2\n"
+    )
+    conf = parse_conf(text, source="ok.conf")
+    assert not [w for w in conf.warnings if "repeats" in w]
