@@ -64,8 +64,6 @@ _OWNER = "plugin deviceshare"
 _LEGACY_PLUGIN = "predicates"
 _SETTINGS = "deviceshare.ledger-settings"
 """Node-table ``derived`` key: the (policy, placement) this session wrote onto the ledgers."""
-_LEARNED = "deviceshare.learned-shapes"
-"""Node-table ``derived`` key: a learning policy's shape counts, per row, at session open."""
 
 Requests = list[tuple[DeviceFamily, Any]]
 
@@ -251,12 +249,14 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         # The conf may have changed since the ledgers were built. Nodes carried over from
         # the previous table got these settings then, unless the settings changed since.
         carried = table.carried(_SETTINGS)
+        learned_renewed: list[int] | None = None
         if carried is not None and placement is not None \
                 and placement.same_learning(carried[0][1]):
             # A learning policy's placement is rebuilt with the families each session; the
             # last session's, of the same settings, is kept instead, so that the ledgers
-            # carried over still point at the session's placement.
-            placement = carried[0][1]
+            # carried over still point at the session's placement and its shape counts
+            # need counting again only on the renewed rows.
+            placement, learned_renewed = carried[0][1], carried[1]
             for family in self.families:
                 if getattr(family, "placement", None) is not None:
                     family.adopt_placement(placement)  # type: ignore[attr-defined]
@@ -275,12 +275,8 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         if placement is not None and placement.policy in LEARNING_POLICIES:
             # The policy's target workload: the pods on nodes and the pending ones now,
             # counted again only on the rows renewed since the last session.
-            learned = table.carried(_LEARNED)
-            placement.learned.recount_rows(
-                table.nodes, _pending_pods(session),
-                previous=learned[0] if learned is not None else None,
-                renewed=learned[1] if learned is not None else ())
-            table.derived[_LEARNED] = placement.learned
+            placement.learned.recount_rows(table.nodes, _pending_pods(session),
+                                           renewed=learned_renewed)
         columns = [column for family in self.families for column in family.COLUMNS]
         table.add_row_hook(self._sync_row, columns=columns)  # carried over, or zeros filled
 

@@ -1,4 +1,5 @@
-"""Slow, obviously-correct versions of the fragment measure and the FGD score, for tests.
+"""Slow, obviously-correct versions of the fragment measure, the FGD score and the learned
+shape count, for tests.
 
 Each is a direct reading of the FGD paper's definitions (``GetNodePodFrag`` and
 ``NodeGpuShareFragAmount`` of hkust-adsl/kubernetes-scheduler-simulator ``pkg/utils/frag.go``),
@@ -8,9 +9,12 @@ one node and one shape at a time, without numpy.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
-from scheduler.replay.frag import TargetWorkload
+from scheduler.api.devices.finegrained.placement import task_shape_key
+from scheduler.replay.frag import ShapeKey, TargetWorkload
 
 MILLI = 1000
 
@@ -67,3 +71,9 @@ def fgd_node_score(
     cards = tuple(g for g, f in enumerate(free) if f >= MILLI)[:num] if num else ()
     after = [f - MILLI if g in cards else f for g, f in enumerate(free)]
     return score(after), cards
+
+
+def full_count(nodes: Sequence[Any], pending: list[Any]) -> dict[ShapeKey, float]:
+    """Every pod on a node and every pending pod, counted by shape from scratch."""
+    tasks = [t for node in nodes for t in node.tasks.values()] + pending
+    return {key: float(n) for key, n in Counter(map(task_shape_key, tasks)).items()}

@@ -28,7 +28,7 @@ from scheduler.replay.frag import ShapeKey, TargetWorkload
 from scheduler.replay.learned import LearnedArgs, LearnedFgdPolicy, learned_key
 from scheduler.replay.policies import make_policy
 from scheduler.replay.state import NodeStates, PodShape
-from tests.replay.bruteforce import node_fragment
+from tests.replay.bruteforce import full_count, node_fragment
 
 SHARE_500 = ShapeKey(1000, 500, 1)
 WHOLE_1 = ShapeKey(1000, 1000, 1)
@@ -153,21 +153,15 @@ def test_task_shapes_from_requests(scalars: dict[str, float], key: ShapeKey) -> 
 
 def test_session_recount_replaces_the_counts() -> None:
     shapes = LearnedShapes()
-    shapes.recount([_Task(1000, {GPU_CORE: 50_000})] * 3 + [_Task(2000, {})])
+    shapes.recount_rows([], [_Task(1000, {GPU_CORE: 50_000})] * 3 + [_Task(2000, {})])
     assert shapes.counts == {ShapeKey(1000, 500, 1): 3.0, ShapeKey(2000, 0, 0): 1.0}
-    shapes.recount([])
+    shapes.recount_rows([], [])
     assert shapes.counts == {}
 
 
 class _Node:
     def __init__(self, tasks: list[_Task]) -> None:
         self.tasks = dict(enumerate(tasks))
-
-
-def _full(nodes: list[_Node], pending: list[_Task]) -> dict[ShapeKey, float]:
-    shapes = LearnedShapes()
-    shapes.recount([t for node in nodes for t in node.tasks.values()] + pending)
-    return shapes.counts
 
 
 @given(st.randoms(use_true_random=False), st.integers(min_value=1, max_value=25))
@@ -182,7 +176,8 @@ def test_rows_counted_again_only_where_renewed_equal_a_full_count(
                      rnd.choice(({}, {GPU_CORE: 50_000}, {GPU_CORE: 100_000},
                                  {GPU_MEMORY_RATIO: 25_000})))
     cluster = [_Node([task() for _ in range(rnd.randint(0, 4))]) for _ in range(6)]
-    previous: LearnedShapes | None = None
+    shapes = LearnedShapes()
+    rebuilt = True  # the first table has no previous one
     for _ in range(sessions):
         renewed = sorted(rnd.sample(range(len(cluster)), rnd.randint(0, 3)))
         for row in renewed:  # a renewed row is a new node object with changed pods
@@ -193,21 +188,19 @@ def test_rows_counted_again_only_where_renewed_equal_a_full_count(
             cluster[row] = _Node(tasks)
         if rnd.random() < 0.1:
             cluster.append(_Node([task()]))
-            previous = None  # a table with another node set is built without a previous one
+            rebuilt = True  # a table with another node set is built without a previous one
         pending = [task() for _ in range(rnd.randint(0, 3))]
-        shapes = LearnedShapes()
-        shapes.recount_rows(cluster, pending, previous=previous, renewed=renewed)
-        assert shapes.counts == _full(cluster, pending)
-        previous = shapes
+        shapes.recount_rows(cluster, pending, renewed=None if rebuilt else renewed)
+        assert shapes.counts == full_count(cluster, pending)
+        rebuilt = False
 
 
 def test_rows_of_another_table_length_are_counted_in_full() -> None:
-    first = LearnedShapes()
-    first.recount_rows([_Node([_Task(1000, {})])], [])
-    second = LearnedShapes()
-    second.recount_rows([_Node([_Task(1000, {})]), _Node([_Task(2000, {GPU_CORE: 50_000})])],
-                        [], previous=first, renewed=[])
-    assert second.counts == {ShapeKey(1000, 0, 0): 1.0, ShapeKey(2000, 500, 1): 1.0}
+    shapes = LearnedShapes()
+    shapes.recount_rows([_Node([_Task(1000, {})])], [])
+    shapes.recount_rows([_Node([_Task(1000, {})]), _Node([_Task(2000, {GPU_CORE: 50_000})])],
+                        [], renewed=[])
+    assert shapes.counts == {ShapeKey(1000, 0, 0): 1.0, ShapeKey(2000, 500, 1): 1.0}
 
 
 @pytest.mark.parametrize(("arguments", "match"), [

@@ -81,6 +81,7 @@ def test_learned_counts_kept_across_sessions_equal_a_full_recount(
     """Each session counts again only the node rows renewed since the last one; the counts
     it hands the policy must equal a count of every pod on a node and every pending pod."""
     from scheduler.api.devices.finegrained.placement import LearnedShapes
+    from tests.replay.bruteforce import full_count
 
     checked: list[int] = []
     real = LearnedShapes.recount_rows
@@ -88,10 +89,8 @@ def test_learned_counts_kept_across_sessions_equal_a_full_recount(
     def checking(self: LearnedShapes, nodes, pending, **kwargs):  # type: ignore[no-untyped-def]
         pending = list(pending)
         real(self, nodes, pending, **kwargs)
-        full = LearnedShapes()
-        full.recount([t for node in nodes for t in node.tasks.values()] + pending)
-        assert self.counts == full.counts
-        checked.append(1 if kwargs.get("previous") is not None else 0)
+        assert self.counts == full_count(nodes, pending)
+        checked.append(1 if kwargs.get("renewed") is not None else 0)
 
     monkeypatch.setattr(LearnedShapes, "recount_rows", checking)
     nodes, pods = _cluster(random.Random(909))

@@ -129,9 +129,10 @@ class LearnedShapes:
     the session's pods when a session opens.
 
     The pods bound to nodes are counted per node row (``rows``) and summed (``bound``); a
-    session whose node table carries the previous one's rows over recounts only the rows
-    renewed since (:meth:`recount_rows`), so a cycle pays for the nodes that changed and the
-    pending pods, not for every pod in the cluster. The counts are the same as a full recount.
+    session that keeps the last session's placement (same settings, same node rows) counts
+    again only the rows renewed since (:meth:`recount_rows`), so a cycle pays for the nodes
+    that changed and the pending pods, not for every pod in the cluster. The counts are the
+    same as a full count.
     """
 
     counts: dict[ShapeKey, float] = field(default_factory=dict)
@@ -140,22 +141,15 @@ class LearnedShapes:
     bound: dict[ShapeKey, float] = field(default_factory=dict)
     """The sum of ``rows``."""
 
-    def recount(self, pods: Iterable[Any]) -> None:
-        """Count the shapes of ``pods`` (tasks bound to nodes and pending ones)."""
-        self.counts = _count(pods, {})
-        self.rows, self.bound = [], {}
-
     def recount_rows(self, nodes: Sequence[Any], pending: Iterable[Any], *,
-                     previous: LearnedShapes | None = None,
-                     renewed: Iterable[int] = ()) -> None:
+                     renewed: Iterable[int] | None = None) -> None:
         """Count the pods on ``nodes`` (row by row) and the ``pending`` ones.
 
-        With ``previous`` (the last session's counts over the same rows), only the
-        ``renewed`` rows are counted again; ``previous`` gives its rows up.
+        With ``renewed`` (the rows renewed since the last count, over the same node rows),
+        only those rows are counted again; without it, every row is.
         """
-        if previous is not None and len(previous.rows) == len(nodes):
-            rows, bound = previous.rows, previous.bound
-            previous.rows, previous.bound = [], {}
+        if renewed is not None and len(self.rows) == len(nodes):
+            rows, bound = self.rows, self.bound
             for row in renewed:
                 for key, weight in rows[row].items():
                     left = bound[key] - weight
@@ -166,12 +160,11 @@ class LearnedShapes:
                 rows[row] = _count(nodes[row].tasks.values(), {})
                 _count_into(bound, rows[row])
         else:
-            rows = [_count(node.tasks.values(), {}) for node in nodes]
-            bound = {}
-            for counted in rows:
-                _count_into(bound, counted)
-        self.rows, self.bound = rows, bound
-        self.counts = _count(pending, dict(bound))
+            self.rows = [_count(node.tasks.values(), {}) for node in nodes]
+            self.bound = {}
+            for counted in self.rows:
+                _count_into(self.bound, counted)
+        self.counts = _count(pending, dict(self.bound))
 
 
 def _count(tasks: Iterable[Any], counts: dict[ShapeKey, float]) -> dict[ShapeKey, float]:
