@@ -1,4 +1,5 @@
-"""Our placement policy: FGD against the pods the cluster holds, with wider score bands.
+"""Our placement policy: FGD against the pods the cluster holds, with wider score bands and
+the GPU a node's CPU cannot feed counted as fragment.
 
 FGD (``fgd``) measures fragment against the shapes of the whole trace, which a running
 scheduler cannot know in advance. ``fgd-learned`` takes its target workload from what one
@@ -17,6 +18,14 @@ leaves others whole for the large requests. The exact Δ without bands does far 
 (``docs/replay.md``), which is what pointed here. A card-sharing pod gets, by ``cards``, the
 fitting card with the least free milli (``bestfit``) or the card with the best banded score
 (``fragment``, as ``fgd``).
+
+FGD counts a node's free GPU as fragment to a shape only once the node cannot fit one more pod
+of that shape; a node whose free CPU is about to run out before its free cards do looks whole
+to it until the last pod. ``fgd-learned`` adds to a node's fragment, with weight ``starved``,
+the free GPU milli its free CPU cannot feed at the CPU per GPU milli the target's GPU shapes
+ask on average: max(0, free GPU − free CPU / ρ), ρ = Σ p·cpu / Σ p·milli·cards over the GPU
+shapes. So CPU-only and CPU-heavy pods go where CPU is left over, not where it would strand
+cards. With ``starved`` 0 (or no GPU shape seen yet) the measure is FGD's.
 
 In the scheduler the counts come from the cluster's pods alone: the ``deviceshare`` plugin
 counts the shapes when a session opens (again only for the nodes renewed since the last
@@ -41,14 +50,19 @@ from scheduler.replay.state import MILLI, NodeStates, PodShape
 __all__ = [
     "CARD_CHOICES",
     "DEFAULT_SCALE",
+    "DEFAULT_STARVED",
     "LearnedArgs",
     "LearnedFgdPolicy",
+    "cpu_per_milli",
     "learned_key",
+    "starved_milli",
 ]
 
 MAX_SCORE = 100
 DEFAULT_SCALE = 2000
 """Milli of fragment change per unit of the sigmoid; FGD's is 1000."""
+DEFAULT_STARVED = 1.0
+"""Weight of the starved GPU milli added to a node's fragment; 0 leaves FGD's measure."""
 CARD_CHOICES = ("bestfit", "fragment")
 _CARDS_PER_WORD = 6
 """(MILLI + 1) ** 6 < 2 ** 63."""
@@ -61,6 +75,7 @@ class LearnedArgs:
     scale: int = DEFAULT_SCALE
     cards: str = "bestfit"
     popularity: float = DEFAULT_POPULARITY
+    starved: float = DEFAULT_STARVED
 
     def __post_init__(self) -> None:
         if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
@@ -73,6 +88,9 @@ class LearnedArgs:
                 or not 0 < self.popularity <= 100:
             raise ValueError(f"popularity must be a percentage in (0, 100], "
                              f"got {self.popularity!r}")
+        if isinstance(self.starved, bool) or not isinstance(self.starved, int | float) \
+                or not 0 <= self.starved < float("inf"):
+            raise ValueError(f"starved must be a number at least 0, got {self.starved!r}")
 
 
 def learned_key(pod: PodShape) -> ShapeKey:
@@ -84,6 +102,22 @@ def _banded(delta: np.ndarray, scale: int) -> np.ndarray:
     # As FGD: a placement that changes nothing must give exactly 0 (score 50), not ±1e-13.
     delta = np.round(delta, 6)
     return np.floor(MAX_SCORE / (1.0 + np.exp(-delta / scale))).astype(np.int64)
+
+
+def cpu_per_milli(target: TargetWorkload) -> float:
+    """The CPU milli the target's GPU pods ask per GPU milli, as an expectation over its
+    shapes; 0 when it has no GPU shape."""
+    gpu = target.is_gpu
+    milli = float((target.prob[gpu] * target.milli[gpu] * target.num[gpu]).sum())
+    if milli <= 0:
+        return 0.0
+    return float((target.prob[gpu] * target.cpu[gpu]).sum()) / milli
+
+
+def starved_milli(idle: np.ndarray, cpu: np.ndarray, rho: float) -> np.ndarray:
+    """The part of ``idle`` free GPU milli that ``cpu`` free CPU milli cannot feed when pods
+    ask ``rho`` (> 0) CPU milli per GPU milli; 0 where the CPU suffices."""
+    return np.maximum(0.0, idle - cpu / rho)
 
 
 def _subset(states: NodeStates, rows: np.ndarray) -> NodeStates:
@@ -155,14 +189,28 @@ class LearnedFgdPolicy:
         sample = _subset(self.states, candidates[first])
         cache = FragmentCache(sample, target)
         rows = np.arange(len(sample))
+        rho = cpu_per_milli(target)
+        weight = float(self.args.starved) if rho > 0 else 0.0
+        idle = sample.gpu_free.sum(axis=1)
         before = cache.per_node
+        if weight:
+            before = before + weight * starved_milli(idle, sample.cpu_free, rho)
         if not pod.is_share:
-            return _banded(before - cache.after_whole(pod, rows), self.args.scale)[inverse]
+            after = cache.after_whole(pod, rows)
+            if weight:
+                cards = pod.num_gpu if pod.gpu_milli >= MILLI else 0
+                after = after + weight * starved_milli(
+                    idle - cards * MILLI, sample.cpu_free - pod.cpu_milli, rho)
+            return _banded(before - after, self.args.scale)[inverse]
         on_card, card = np.nonzero(sample.gpu_free >= pod.gpu_milli)
         scores = np.zeros(len(sample), dtype=np.int64)
         if on_card.size:
-            delta = before[on_card] - cache.after_share(pod, on_card,
-                                                        sample.gpu_free[on_card, card])
+            after = cache.after_share(pod, on_card, sample.gpu_free[on_card, card])
+            if weight:
+                after = after + weight * starved_milli(
+                    idle[on_card] - pod.gpu_milli, sample.cpu_free[on_card] - pod.cpu_milli,
+                    rho)
+            delta = before[on_card] - after
             starts = np.flatnonzero(np.r_[True, on_card[1:] != on_card[:-1]])
             scores[on_card[starts]] = _banded(np.maximum.reduceat(delta, starts),
                                               self.args.scale)

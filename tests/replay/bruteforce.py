@@ -48,6 +48,19 @@ def node_fragment(
     return total
 
 
+def starved_fragment(free: Sequence[int], cpu_free: int, target: TargetWorkload) -> float:
+    """The free GPU milli that the free CPU cannot feed at the CPU per GPU milli the target's
+    GPU shapes ask on average (their CPU over their GPU, both weighed by probability)."""
+    cpu = milli = 0.0
+    for k, key in enumerate(target.shapes):
+        if key.num_gpu:
+            cpu += float(target.prob[k]) * key.cpu_milli
+            milli += float(target.prob[k]) * key.gpu_milli * key.num_gpu
+    if milli == 0 or cpu == 0:
+        return 0.0
+    return max(0.0, sum(free) - cpu_free / (cpu / milli))
+
+
 def fgd_node_score(
     free: Sequence[int], cpu_free: int, model: str, target: TargetWorkload, *, cpu: int, milli: int, num: int
 ) -> tuple[int, tuple[int, ...]]:

@@ -28,7 +28,7 @@ from scheduler.replay.frag import ShapeKey, TargetWorkload
 from scheduler.replay.learned import LearnedArgs, LearnedFgdPolicy, learned_key
 from scheduler.replay.policies import make_policy
 from scheduler.replay.state import NodeStates, PodShape
-from tests.replay.bruteforce import full_count, node_fragment
+from tests.replay.bruteforce import full_count, node_fragment, starved_fragment
 
 SHARE_500 = ShapeKey(1000, 500, 1)
 WHOLE_1 = ShapeKey(1000, 1000, 1)
@@ -78,12 +78,45 @@ def test_whole_card_and_cpu_only_pods_by_hand() -> None:
     A CPU-only pod that leaves too little CPU for both shapes (1000 each) makes all 1500 free
     milli fragment: Δ = 250 − 1500 = −1250."""
     states = nodes([[1000, 500]], cpu=1500)
-    policy = LearnedFgdPolicy(states, learned=HALF_AND_WHOLE)
+    policy = LearnedFgdPolicy(states, learned=HALF_AND_WHOLE, args=LearnedArgs(starved=0))
     whole = PodShape(cpu_milli=0, num_gpu=1, gpu_milli=1000)
     assert policy.score(whole, np.array([0])).tolist() == [50]
     cpu_only = PodShape(cpu_milli=1000)
     assert policy.score(cpu_only, np.array([0])).tolist() == [
         math.floor(100 / (1 + math.exp(1250 / 2000)))]
+
+
+def test_starved_gpu_weighs_in_by_hand() -> None:
+    """Target {8 CPU cores with a whole card}: 8 CPU milli per GPU milli. Node 0 has two
+    free cards and the 16 cores they need, node 1 two free cards and 32 cores.
+
+    A CPU-only pod of 8 cores leaves node 0 one card's CPU for two free cards (1000 milli
+    starved; FGD's measure sees the whole-card shape still fit: 0), Δ = −1000 → 37; on node 1
+    it starves nothing, Δ = 0 → 50. FGD's measure alone ties them (50, 50) and the first
+    node would take it. A one-card pod asking 16 cores on node 0 leaves a card with no CPU
+    (fragment 1000 to FGD, starved 1000 more), Δ = −2000 → 26; on node 1 nothing → 50."""
+    states = nodes([[1000, 1000], [1000, 1000]])
+    states.cpu_free[:] = [16000, 32000]
+    learned = {ShapeKey(8000, 1000, 1): 1.0}
+    policy = LearnedFgdPolicy(states, learned=learned)
+    fgd_alone = LearnedFgdPolicy(states, learned=learned, args=LearnedArgs(starved=0))
+    cpu_only = PodShape(cpu_milli=8000)
+    assert policy.score(cpu_only, np.array([0, 1])).tolist() == [
+        math.floor(100 / (1 + math.exp(1000 / 2000))), 50]
+    assert fgd_alone.score(cpu_only, np.array([0, 1])).tolist() == [50, 50]
+    heavy = PodShape(cpu_milli=16000, num_gpu=1, gpu_milli=1000)
+    assert policy.score(heavy, np.array([0, 1])).tolist() == [
+        math.floor(100 / (1 + math.exp(2000 / 2000))), 50]
+    twice = LearnedFgdPolicy(states, learned=learned, args=LearnedArgs(starved=2))
+    assert twice.score(cpu_only, np.array([0])).tolist() == [
+        math.floor(100 / (1 + math.exp(2000 / 2000)))]
+
+
+def test_no_starved_term_without_a_gpu_shape() -> None:
+    """Only CPU-only pods seen: no CPU per GPU milli to weigh by, FGD's measure alone."""
+    states = nodes([[1000, 1000]], cpu=2000)
+    policy = LearnedFgdPolicy(states, learned={ShapeKey(1000, 0, 0): 1.0})
+    assert policy.score(PodShape(cpu_milli=1000), np.array([0])).tolist() == [50]
 
 
 def test_card_choice_best_fit_or_by_fragment() -> None:
@@ -211,6 +244,11 @@ def test_rows_of_another_table_length_are_counted_in_full() -> None:
                  id="cards"),
     pytest.param({"popularity": 0}, "popularity must be", id="popularity-zero"),
     pytest.param({"popularity": "all"}, "popularity must be", id="popularity-text"),
+    pytest.param({"starved": -1}, "starved must be", id="starved-negative"),
+    pytest.param({"starved": "yes"}, "starved must be", id="starved-text"),
+    pytest.param({"starved": True}, "starved must be", id="starved-bool"),
+    pytest.param({"starved": float("inf")}, "starved must be", id="starved-infinite"),
+    pytest.param({"starved": float("nan")}, "starved must be", id="starved-nan"),
     pytest.param({"window": 5}, "unknown argument window", id="unknown"),
 ])
 def test_bad_arguments_name_the_argument(arguments: dict[str, Any], match: str) -> None:
@@ -221,8 +259,9 @@ def test_bad_arguments_name_the_argument(arguments: dict[str, Any], match: str) 
 def test_arguments_parse_and_other_policies_take_none() -> None:
     assert parse_policy_arguments("fgd-learned", {}) == LearnedArgs()
     assert parse_policy_arguments("fgd-learned", {"scale": 1000, "cards": "fragment",
-                                                  "popularity": 100}) == LearnedArgs(
-        scale=1000, cards="fragment", popularity=100)
+                                                  "popularity": 100, "starved": 0.5}
+                                   ) == LearnedArgs(scale=1000, cards="fragment",
+                                                    popularity=100, starved=0.5)
     assert parse_policy_arguments("fgd", {}) is None
     with pytest.raises(ValueError, match="'fgd' takes no arguments"):
         parse_policy_arguments("fgd", {"scale": 1000})
@@ -235,11 +274,15 @@ def test_arguments_parse_and_other_policies_take_none() -> None:
 # --- against a brute-force reading -----------------------------------------------------------
 
 def _brute_score(free: list[int], cpu_free: int, target: TargetWorkload, pod: PodShape,
-                 scale: int) -> int:
-    before = node_fragment(free, cpu_free, "A", target)
+                 scale: int, starved: float) -> int:
+    def fragment(cards: list[int], cpu: int) -> float:
+        return node_fragment(cards, cpu, "A", target) + starved * starved_fragment(
+            cards, cpu, target)
+
+    before = fragment(free, cpu_free)
 
     def banded(after: list[int]) -> int:
-        delta = round(before - node_fragment(after, cpu_free - pod.cpu_milli, "A", target), 6)
+        delta = round(before - fragment(after, cpu_free - pod.cpu_milli), 6)
         return math.floor(100 / (1 + math.exp(-delta / scale)))
 
     if pod.is_share:
@@ -259,10 +302,11 @@ _SHAPE = st.sampled_from([ShapeKey(0, 0, 0), ShapeKey(2000, 0, 0), ShapeKey(1000
 @given(cards=st.lists(st.lists(_CARD, min_size=1, max_size=4), min_size=1, max_size=6),
        cpu=st.lists(st.sampled_from([4000, 9000, 20000]), min_size=6, max_size=6),
        counts=st.dictionaries(_SHAPE, st.integers(1, 5), min_size=1),
-       pod_shape=_SHAPE, scale=st.sampled_from([1000, 2000, 5000]))
+       pod_shape=_SHAPE, scale=st.sampled_from([1000, 2000, 5000]),
+       starved=st.sampled_from([0, 1, 2.5]))
 def test_scores_match_a_brute_force_reading(cards: list[list[int]], cpu: list[int],
                                             counts: dict[ShapeKey, int], pod_shape: ShapeKey,
-                                            scale: int) -> None:
+                                            scale: int, starved: float) -> None:
     states = nodes(cards)
     states.cpu_free[:] = cpu[: len(cards)]
     pod = PodShape(cpu_milli=pod_shape.cpu_milli, num_gpu=pod_shape.num_gpu,
@@ -272,8 +316,10 @@ def test_scores_match_a_brute_force_reading(cards: list[list[int]], cpu: list[in
     if not fitting:
         return
     learned = {k: float(v) for k, v in counts.items()}
-    policy = LearnedFgdPolicy(states, learned=learned, args=LearnedArgs(scale=scale))
+    policy = LearnedFgdPolicy(states, learned=learned,
+                              args=LearnedArgs(scale=scale, starved=starved))
     target = TargetWorkload.from_counts(learned)
-    expected = [_brute_score(cards[row], int(states.cpu_free[row]), target, pod, scale)
+    expected = [_brute_score(cards[row], int(states.cpu_free[row]), target, pod, scale,
+                             starved)
                 for row in fitting]
     assert policy.score(pod, np.array(fitting)).tolist() == expected

@@ -64,6 +64,8 @@ def test_scheduler_path_places_like_the_reference_loop(policy: str, seed: int) -
 @pytest.mark.parametrize("arguments", [
     pytest.param({"scale": 1000, "cards": "fragment"}, id="fgd-bands-fragment-cards"),
     pytest.param({"scale": 5000, "popularity": 100}, id="wide-bands-every-shape"),
+    pytest.param({"starved": 0}, id="fgd-measure-alone"),
+    pytest.param({"starved": 2.5, "cards": "fragment"}, id="starved-weighed-more"),
 ])
 def test_learned_policy_arguments_act_alike_in_both_loops(arguments: dict[str, object]
                                                           ) -> None:

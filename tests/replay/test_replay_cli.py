@@ -63,6 +63,7 @@ def test_learned_policy_with_its_arguments_from_the_command_line(tmp_path: Path)
     out = tmp_path / "out"
     code = main(["replay", "--trace", "default", "--policy", "fgd-learned,bestfit",
                  "--policy-arg", "scale=1000", "--policy-arg", "cards=fragment",
+                 "--policy-arg", "starved=0.5",
                  "--seeds", "42", "--limit", "150", "--jobs", "1", "--out", str(out),
                  "--traces-dir", str(traces_dir())])
     assert code == 0
@@ -71,7 +72,7 @@ def test_learned_policy_with_its_arguments_from_the_command_line(tmp_path: Path)
     reference = replay(nodes=load_nodes(base / "openb_node_list_gpu_node.csv"),
                        pods=load_pods(base / "openb_pod_list_default.csv"),
                        policy="fgd-learned", seed=42, limit=150,
-                       options={"scale": 1000, "cards": "fragment"})
+                       options={"scale": 1000, "cards": "fragment", "starved": 0.5})
     assert [[f"{r.unallocated_pct:.2f}", f"{r.frag_amount_pct:.2f}"]
             for r in reference.recorder.buckets()] == [[r[4], r[5]] for r in rows]
     assert (out / "default-bestfit-42.csv").is_file()
