@@ -132,8 +132,13 @@ def test_broken_objects_are_reported_by_name_and_never_stop_scheduling(
     run = RunningScheduler("--master", apiserver.url, *FAST)
     scheduler_runs.append(run)
     wait_until(lambda: node_of(apiserver, "good") == "n1", timeout=8.0, message="good pod bound")
+    # Events are written by a background recorder, in no promised order: wait for each.
     wait_until(lambda: bool(events(apiserver, reason="FailedScheduling", name="bad-shape")),
                message="event on the unreadable pod")
+    wait_until(lambda: bool(events(apiserver, reason="FailedScheduling", name="bad-quantity")),
+               message="event on the pod with a bad quantity")
+    wait_until(lambda: bool(events(apiserver, reason="Invalid", name="n-broken")),
+               message="event on the broken node")
     (quantity,) = events(apiserver, reason="FailedScheduling", name="bad-quantity")
     assert "Pod team/bad-quantity" in quantity["message"]
     assert "'1x' is not a valid quantity" in quantity["message"]
