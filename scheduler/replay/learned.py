@@ -25,7 +25,9 @@ to it until the last pod. ``fgd-learned`` adds to a node's fragment, with weight
 the free GPU milli its free CPU cannot feed at the CPU per GPU milli the target's GPU shapes
 ask on average: max(0, free GPU − free CPU / ρ), ρ = Σ p·cpu / Σ p·milli·cards over the GPU
 shapes. So CPU-only and CPU-heavy pods go where CPU is left over, not where it would strand
-cards. With ``starved`` 0 (or no GPU shape seen yet) the measure is FGD's.
+cards. With ``starved`` 0 (or no GPU shape seen yet) the measure is FGD's, and it is FGD's for
+a pod asking more than one card (the term sent 2- and 4-card pods to the CPU-rich nodes, where
+the rare CPU-heavy 8-card pods then found no room).
 
 In the scheduler the counts come from the cluster's pods alone: the ``deviceshare`` plugin
 counts the shapes when a session opens (again only for the nodes renewed since the last
@@ -190,7 +192,9 @@ class LearnedFgdPolicy:
         cache = FragmentCache(sample, target)
         rows = np.arange(len(sample))
         rho = cpu_per_milli(target)
-        weight = float(self.args.starved) if rho > 0 else 0.0
+        # A multi-card pod is placed by FGD's measure alone: steered by the term, the 2- and
+        # 4-card pods took the CPU-rich nodes that the rare CPU-heavy 8-card pods need.
+        weight = float(self.args.starved) if rho > 0 and pod.num_gpu <= 1 else 0.0
         idle = sample.gpu_free.sum(axis=1)
         before = cache.per_node
         if weight:

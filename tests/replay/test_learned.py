@@ -112,6 +112,23 @@ def test_starved_gpu_weighs_in_by_hand() -> None:
         math.floor(100 / (1 + math.exp(2000 / 2000)))]
 
 
+def test_multi_card_pods_are_placed_by_fgd_measure_alone() -> None:
+    """Target {8 cores with a card}: 8 CPU milli per GPU milli. A 4-card node with 24 cores
+    starves 1000 milli; a 2-card pod asking all 24 cores leaves 2000 starved (Δ −1000 from
+    the term), but the term is not applied to a multi-card pod, so it scores as with
+    ``starved: 0``; a one-card pod asking 16 cores (Δ −1000 from the term too) does not."""
+    states = nodes([[1000, 1000, 1000, 1000]], cpu=24000)
+    learned = {ShapeKey(8000, 1000, 1): 1.0}
+    pod = PodShape(cpu_milli=24000, num_gpu=2, gpu_milli=1000)
+    with_term = LearnedFgdPolicy(states, learned=learned)
+    alone = LearnedFgdPolicy(states, learned=learned, args=LearnedArgs(starved=0))
+    assert with_term.score(pod, np.array([0])).tolist() == alone.score(
+        pod, np.array([0])).tolist()
+    one_card = PodShape(cpu_milli=16000, num_gpu=1, gpu_milli=1000)
+    assert with_term.score(one_card, np.array([0])).tolist() != alone.score(
+        one_card, np.array([0])).tolist()
+
+
 def test_no_starved_term_without_a_gpu_shape() -> None:
     """Only CPU-only pods seen: no CPU per GPU milli to weigh by, FGD's measure alone."""
     states = nodes([[1000, 1000]], cpu=2000)
@@ -275,8 +292,10 @@ def test_arguments_parse_and_other_policies_take_none() -> None:
 
 def _brute_score(free: list[int], cpu_free: int, target: TargetWorkload, pod: PodShape,
                  scale: int, starved: float) -> int:
+    weight = starved if pod.num_gpu <= 1 else 0  # multi-card pods: FGD's measure alone
+
     def fragment(cards: list[int], cpu: int) -> float:
-        return node_fragment(cards, cpu, "A", target) + starved * starved_fragment(
+        return node_fragment(cards, cpu, "A", target) + weight * starved_fragment(
             cards, cpu, target)
 
     before = fragment(free, cpu_free)
