@@ -195,26 +195,21 @@ class LearnedFgdPolicy:
         # A multi-card pod is placed by FGD's measure alone: steered by the term, the 2- and
         # 4-card pods took the CPU-rich nodes that the rare CPU-heavy 8-card pods need.
         weight = float(self.args.starved) if rho > 0 and pod.num_gpu <= 1 else 0.0
-        idle = sample.gpu_free.sum(axis=1)
         before = cache.per_node
+        starved_after = np.zeros(len(sample))  # per node: on any of its cards alike
         if weight:
+            idle = sample.gpu_idle
             before = before + weight * starved_milli(idle, sample.cpu_free, rho)
+            starved_after = weight * starved_milli(
+                idle - pod.total_gpu_milli, sample.cpu_free - pod.cpu_milli, rho)
         if not pod.is_share:
-            after = cache.after_whole(pod, rows)
-            if weight:
-                cards = pod.num_gpu if pod.gpu_milli >= MILLI else 0
-                after = after + weight * starved_milli(
-                    idle - cards * MILLI, sample.cpu_free - pod.cpu_milli, rho)
+            after = cache.after_whole(pod, rows) + starved_after
             return _banded(before - after, self.args.scale)[inverse]
         on_card, card = np.nonzero(sample.gpu_free >= pod.gpu_milli)
         scores = np.zeros(len(sample), dtype=np.int64)
         if on_card.size:
             after = cache.after_share(pod, on_card, sample.gpu_free[on_card, card])
-            if weight:
-                after = after + weight * starved_milli(
-                    idle[on_card] - pod.gpu_milli, sample.cpu_free[on_card] - pod.cpu_milli,
-                    rho)
-            delta = before[on_card] - after
+            delta = before[on_card] - (after + starved_after[on_card])
             starts = np.flatnonzero(np.r_[True, on_card[1:] != on_card[:-1]])
             scores[on_card[starts]] = _banded(np.maximum.reduceat(delta, starts),
                                               self.args.scale)
