@@ -5,6 +5,7 @@
 #
 #   hack/replay_all.sh [OUT_DIR]            (default: replay-results)
 #   TRACES=default,cpu050 POLICIES=fgd SEEDS=42-43 hack/replay_all.sh
+#   BOUND=1 hack/replay_all.sh   (adds each trace's clairvoyant bound; needs scipy)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,6 +14,10 @@ traces_dir="${TRACES_DIR:-${root}/../shared/traces}"
 policies="${POLICIES:-random,dotprod,clustering,packing,bestfit,fgd,fgd-learned}"
 seeds="${SEEDS:-42-51}"
 jobs="${JOBS:-$(nproc)}"
+bound_flag=()
+if [[ -n "${BOUND:-}" && "${BOUND}" != "0" ]]; then
+  bound_flag=(--bound)
+fi
 
 if [[ ! -d "${traces_dir}/alibaba-gpu-v2023" ]]; then
   echo "error: ${traces_dir}/alibaba-gpu-v2023 not found (set TRACES_DIR)" >&2
@@ -38,6 +43,7 @@ from pathlib import Path
 
 from scheduler.replay.metrics import paper_unallocated, read_paper_allocation, read_run_csv
 from scheduler.replay.metrics import summarize
+from scheduler.replay.bound import bound_medians, read_bound_csv
 
 out, traces_dir, traces = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
 paper_csv = traces_dir / "fgd-results" / "analysis_allo_discrete.csv"
@@ -46,7 +52,7 @@ print("| trace | policy | seeds | 95 % | 100 % | 110 % | 130 % |")
 print("|---|---|---|---|---|---|---|")
 for trace in traces:
     curves = [read_run_csv(p) for p in sorted((out / trace).glob("*.csv"))
-              if p.name != "summary.csv"]
+              if p.name not in ("summary.csv", "bound.csv")]
     rows = summarize(curves)
     for policy in sorted({r.policy for r in rows}):
         cells, seeds = [], 0
@@ -57,6 +63,14 @@ for trace in traces:
             seeds = max(seeds, row.seeds if row else 0)
             cells.append(ours + (f" ({theirs:.2f})" if theirs is not None else ""))
         print(f"| {trace} | {policy} | {seeds} | " + " | ".join(cells) + " |")
+    bound_csv = out / trace / "bound.csv"
+    if bound_csv.is_file():
+        rows_b = read_bound_csv(bound_csv)
+        medians = bound_medians(rows_b).get(trace, {})
+        seeds_b = len({seed for _, seed, _ in rows_b})
+        cells = [f"{medians[level]:.2f}" if level in medians else "–"
+                 for level in (95, 100, 110, 130)]
+        print(f"| {trace} | *bound* | {seeds_b} | " + " | ".join(cells) + " |")
 PY
   mv "${out}/summary.md.tmp" "${out}/summary.md"
 }
@@ -66,7 +80,7 @@ done_traces=()
 for trace in "${traces[@]}"; do
   echo "== ${trace}" >&2
   python -m scheduler replay --trace "${trace}" --policy "${policies}" --seeds "${seeds}" \
-    --jobs "${jobs}" --out "${out}/${trace}" --traces-dir "${traces_dir}"
+    --jobs "${jobs}" --out "${out}/${trace}" --traces-dir "${traces_dir}" "${bound_flag[@]}"
   done_traces+=("${trace}")
   write_summary "${done_traces[@]}"
   echo "wrote ${out}/summary.md (${#done_traces[@]} of ${#traces[@]} traces)" >&2

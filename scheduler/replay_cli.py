@@ -8,7 +8,10 @@ Runs every (trace, policy, seed) of the command line with :func:`scheduler.repla
 - ``replay.png``: unallocated GPU % against arrived %, one panel per trace, our median curves
   and, where published, the paper's (``fgd-results/analysis_allo_discrete.csv``) dashed.
   matplotlib is an optional extra (``pip install 'lahar[replay]'``); without it the PNG is
-  skipped with a message.
+  skipped with a message;
+- with ``--bound``, ``bound.csv``: per trace and seed, the unallocated GPU % that no placement
+  of the same pods can go below at 95/100/110/130 % arrived
+  (:mod:`scheduler.replay.bound`; needs scipy, in the same extra), drawn as black crosses.
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ from scheduler.api.devices.finegrained.placement import (
     PLACEMENT_POLICIES,
     TIE_BREAKS,
     parse_policy_arguments,
+)
+from scheduler.replay.bound import (
+    BoundError,
+    BoundRow,
+    bound_medians,
+    require_solver,
+    run_bound,
+    write_bound_csv,
 )
 from scheduler.replay.metrics import (
     RunCurve,
@@ -205,7 +216,31 @@ def _run_all(runs: list[_Run], jobs: int) -> list[tuple[str, float]]:
     return results
 
 
-def _plot(curves: list[RunCurve], *, paper_csv: Path | None, path: Path) -> str:
+def _bound_one(pods_csv: str, nodes_csv: str, trace: str, seed: int, tune: float,
+               limit: int | None) -> list[tuple[str, int, BoundRow]]:
+    rows = run_bound(nodes=load_nodes(Path(nodes_csv)), pods=load_pods(Path(pods_csv)),
+                     seed=seed, tune=tune, limit=limit)
+    return [(trace, seed, row) for row in rows]
+
+
+def _bound_all(traces: list[Path], nodes_csv: Path, seeds: list[int], args: argparse.Namespace,
+               jobs: int) -> list[tuple[str, int, BoundRow]]:
+    """The clairvoyant bound of every (trace, seed), ``jobs`` processes side by side."""
+    work = [(str(path), str(nodes_csv), trace_name(path), seed, args.tune, args.limit)
+            for path in traces for seed in seeds]
+    rows: list[tuple[str, int, BoundRow]] = []
+    if jobs <= 1:
+        for item in work:
+            rows.extend(_bound_one(*item))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for part in pool.map(_bound_one, *zip(*work, strict=True)):
+                rows.extend(part)
+    return sorted(rows, key=lambda r: (r[0], r[1], r[2].arrived_pct))
+
+
+def _plot(curves: list[RunCurve], *, paper_csv: Path | None, path: Path,
+          bound: dict[str, dict[int, float]] | None = None) -> str:
     try:
         import matplotlib
 
@@ -216,7 +251,7 @@ def _plot(curves: list[RunCurve], *, paper_csv: Path | None, path: Path) -> str:
     from scheduler.replay.plot import draw_panels
 
     paper = read_paper_allocation(paper_csv) if paper_csv is not None else {}
-    figure = draw_panels(plt, curves, paper)
+    figure = draw_panels(plt, curves, paper, bound=bound)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return f"wrote {path}"
@@ -238,6 +273,11 @@ def _replay(args: argparse.Namespace) -> int:
         load_nodes(nodes_csv)  # fail early on a bad node list
         for path in traces:
             load_pods(path)
+        if args.bound:
+            require_solver()
+    except BoundError as exc:
+        print(f"error: --bound: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, TraceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -252,9 +292,22 @@ def _replay(args: argparse.Namespace) -> int:
     write_summary_csv(out / "summary.csv", summarize(curves))
     per_pod = sum(s for _, s in results) / len(results)
     print(f"{len(runs)} run(s); {1000 * per_pod:.1f} ms per pod; wrote {out / 'summary.csv'}")
+    bound: dict[str, dict[int, float]] | None = None
+    if args.bound:
+        try:
+            rows = _bound_all(traces, nodes_csv, seeds, args, max(1, min(args.jobs, len(runs))))
+        except BoundError as exc:
+            print(f"error: --bound: {exc}", file=sys.stderr)
+            return 2
+        write_bound_csv(out / "bound.csv", rows)
+        bound = bound_medians(rows)
+        for trace, levels in sorted(bound.items()):
+            shown = ", ".join(f"{level} % {value:.2f}" for level, value in levels.items())
+            print(f"bound {trace} (median over seeds): {shown}")
+        print(f"wrote {out / 'bound.csv'}")
     paper_csv = traces_dir / "fgd-results" / "analysis_allo_discrete.csv"
     print(_plot(curves, paper_csv=paper_csv if paper_csv.is_file() else None,
-                path=out / "replay.png"))
+                path=out / "replay.png", bound=bound))
     return 0
 
 
@@ -280,6 +333,9 @@ def add_replay_arguments(sub: Any) -> None:
     replay.add_argument("--tie-break", choices=TIE_BREAKS, default="first",
                         help="equal scores: first node in the run's node order (the paper's "
                              "simulator, default) or uniformly drawn (Volcano)")
+    replay.add_argument("--bound", action="store_true",
+                        help="also compute the unallocated GPU %% no placement of the same pods "
+                             "goes below (bound.csv; needs scipy); see docs/replay.md")
     replay.add_argument("--traces-dir", default=str(DEFAULT_TRACES),
                         help="folder holding alibaba-gpu-v2023/ and fgd-results/ "
                              "(default ../shared/traces)")

@@ -2,7 +2,9 @@
 
 Our curves are the medians over seeds of the per-run CSVs; where the paper published the same
 trace and policy, its median curve is drawn dashed in the same colour. The ideal curve,
-max(0, 100 − arrived), is dotted. ``pyplot`` is passed in so that matplotlib stays optional.
+max(0, 100 − arrived), is dotted; the clairvoyant bound (``lahar replay --bound``), where
+given, is a black cross at each level it was computed for. ``pyplot`` is passed in so that
+matplotlib stays optional.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def _paper_median(paper: PaperCurves, trace: str, policy: str) -> dict[int, floa
     return {level: statistics.median(v) for level, v in sorted(levels.items())}
 
 
-def draw_panels(pyplot: Any, curves: list[RunCurve], paper: PaperCurves) -> Any:
+def draw_panels(pyplot: Any, curves: list[RunCurve], paper: PaperCurves, *,
+                bound: dict[str, dict[int, float]] | None = None) -> Any:
     """A figure with one panel per trace; returns the matplotlib Figure."""
     medians = median_curves(curves)
     traces = sorted({trace for trace, _ in medians})
@@ -63,6 +66,10 @@ def draw_panels(pyplot: Any, curves: list[RunCurve], paper: PaperCurves) -> Any:
         ideal = list(range(0, top + 1))
         axis.plot(ideal, [max(0, 100 - x) for x in ideal], color="black", linestyle=":",
                   linewidth=1, label="ideal")
+        marks = (bound or {}).get(trace, {})
+        if marks:
+            axis.plot(list(marks), list(marks.values()), color="black", marker="x",
+                      linestyle="none", label="bound (no placement below)")
         axis.set_title(trace)
         axis.set_xlabel("arrived workload (% of GPU capacity)")
         axis.set_ylabel("unallocated GPU (%)")
