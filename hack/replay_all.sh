@@ -6,6 +6,7 @@
 #   hack/replay_all.sh [OUT_DIR]            (default: replay-results)
 #   TRACES=default,cpu050 POLICIES=fgd SEEDS=42-43 hack/replay_all.sh
 #   BOUND=1 hack/replay_all.sh   (adds each trace's clairvoyant bound; needs scipy)
+#   POLICIES=fgd-learned POLICY_ARGS="reserve=30" hack/replay_all.sh OUT   (policy arguments)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +19,10 @@ bound_flag=()
 if [[ -n "${BOUND:-}" && "${BOUND}" != "0" ]]; then
   bound_flag=(--bound)
 fi
+policy_args=()
+for item in ${POLICY_ARGS:-}; do
+  policy_args+=(--policy-arg "${item}")
+done
 
 if [[ ! -d "${traces_dir}/alibaba-gpu-v2023" ]]; then
   echo "error: ${traces_dir}/alibaba-gpu-v2023 not found (set TRACES_DIR)" >&2
@@ -80,7 +85,8 @@ done_traces=()
 for trace in "${traces[@]}"; do
   echo "== ${trace}" >&2
   python -m scheduler replay --trace "${trace}" --policy "${policies}" --seeds "${seeds}" \
-    --jobs "${jobs}" --out "${out}/${trace}" --traces-dir "${traces_dir}" "${bound_flag[@]}"
+    --jobs "${jobs}" --out "${out}/${trace}" --traces-dir "${traces_dir}" "${bound_flag[@]}" \
+    "${policy_args[@]}"
   done_traces+=("${trace}")
   write_summary "${done_traces[@]}"
   echo "wrote ${out}/summary.md (${#done_traces[@]} of ${#traces[@]} traces)" >&2

@@ -272,6 +272,8 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
                 if hasattr(devices, "placement"):
                     devices.placement = placement
         table.derived[_SETTINGS] = (self.config.policy, placement)
+        if placement is not None:
+            placement.held.clear()  # the reserve's verdicts hold for one session
         if placement is not None and placement.policy in LEARNING_POLICIES:
             # The policy's target workload: the pods on nodes and the pending ones now,
             # counted again only on the rows renewed since the last session.
@@ -322,7 +324,16 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         mask = np.ones(len(table), dtype=bool)
         for family, request in self._safe_requests(task):
             mask &= family.vector_fit(request, table.columns)
+            for failed, _ in self._reserve(task, family, request, table):
+                mask &= ~failed
         return mask
+
+    @staticmethod
+    def _reserve(task: TaskInfo, family: DeviceFamily, request: Any, table: NodeTable
+                 ) -> list[tuple[BoolArray, str]]:
+        """What a placement policy's whole-card reserve keeps from ``task`` (fgd-learned)."""
+        conditions = getattr(family, "reserve_conditions", None)
+        return conditions(task, request, table.columns) if conditions is not None else []
 
     def predicate_reasons(
         self, task: TaskInfo, table: NodeTable, alive: BoolArray
@@ -330,6 +341,7 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         out: list[tuple[BoolArray, str]] = []
         for family, request in self._safe_requests(task):
             out.extend(family.vector_reasons(request, table.columns))
+            out.extend(self._reserve(task, family, request, table))
         return out
 
     def wants_exact(self, task: TaskInfo) -> bool:

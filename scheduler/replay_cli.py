@@ -321,8 +321,8 @@ def add_replay_arguments(sub: Any) -> None:
     replay.add_argument("--policy", default="fgd",
                         help=f"comma-separated of {', '.join(PLACEMENT_POLICIES)} (default fgd)")
     replay.add_argument("--policy-arg", action="append", default=[], metavar="NAME=VALUE",
-                        help="an argument of fgd-learned (scale, cards, popularity, starved), "
-                             "repeatable; see docs/replay.md")
+                        help="an argument of fgd-learned (scale, cards, popularity, starved, "
+                             "reserve), repeatable; see docs/replay.md")
     replay.add_argument("--seeds", default="42", help="seeds, e.g. 42-51 or 42,43 (default 42)")
     replay.add_argument("--tune", type=float, default=1.3,
                         help="submit pods up to this × the GPU capacity (default 1.3)")

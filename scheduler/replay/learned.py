@@ -29,6 +29,14 @@ cards. With ``starved`` 0 (or no GPU shape seen yet) the measure is FGD's, and i
 a pod asking more than one card (the term sent 2- and 4-card pods to the CPU-rich nodes, where
 the rare CPU-heavy 8-card pods then found no room).
 
+With ``reserve`` above 0 (off by default) the policy also keeps whole cards for the pods that
+take a card whole: while the cluster's entirely free cards are fewer than ``reserve`` percent
+of its cards times the share of the counted GPU milli that one-card whole pods ask, a
+card-sharing pod that would strand a whole card — what it leaves on the card would fit fewer
+than ``STRAND_SHARE`` of the counted card-sharing pods — may take only a card already in use,
+and waits (in a replay: fails) when no node has one that fits. It trades pods that fit now for
+whole cards later, which pays only once whole cards run out (``docs/replay.md``).
+
 In the scheduler the counts come from the cluster's pods alone: the ``deviceshare`` plugin
 counts the shapes when a session opens (again only for the nodes renewed since the last
 session, :class:`~scheduler.api.devices.finegrained.placement.LearnedShapes`) and hands them
@@ -53,10 +61,13 @@ __all__ = [
     "CARD_CHOICES",
     "DEFAULT_SCALE",
     "DEFAULT_STARVED",
+    "STRAND_SHARE",
     "LearnedArgs",
     "LearnedFgdPolicy",
     "cpu_per_milli",
     "learned_key",
+    "reserve_holds",
+    "reserved_cards",
     "starved_milli",
 ]
 
@@ -66,6 +77,9 @@ DEFAULT_SCALE = 2000
 DEFAULT_STARVED = 1.0
 """Weight of the starved GPU milli added to a node's fragment; 0 leaves FGD's measure."""
 CARD_CHOICES = ("bestfit", "fragment")
+STRAND_SHARE = 0.05
+"""A sharing pod strands a whole card when what it leaves fits fewer than this share of the
+counted card-sharing pods."""
 _CARDS_PER_WORD = 6
 """(MILLI + 1) ** 6 < 2 ** 63."""
 
@@ -78,6 +92,8 @@ class LearnedArgs:
     cards: str = "bestfit"
     popularity: float = DEFAULT_POPULARITY
     starved: float = DEFAULT_STARVED
+    reserve: float = 0.0
+    """Percent of the cluster's cards kept whole (scaled by the one-card whole pods' share)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
@@ -93,6 +109,9 @@ class LearnedArgs:
         if isinstance(self.starved, bool) or not isinstance(self.starved, int | float) \
                 or not 0 <= self.starved < float("inf"):
             raise ValueError(f"starved must be a number at least 0, got {self.starved!r}")
+        if isinstance(self.reserve, bool) or not isinstance(self.reserve, int | float) \
+                or not 0 <= self.reserve <= 100:
+            raise ValueError(f"reserve must be a percentage in [0, 100], got {self.reserve!r}")
 
 
 def learned_key(pod: PodShape) -> ShapeKey:
@@ -120,6 +139,32 @@ def starved_milli(idle: np.ndarray, cpu: np.ndarray, rho: float) -> np.ndarray:
     """The part of ``idle`` free GPU milli that ``cpu`` free CPU milli cannot feed when pods
     ask ``rho`` (> 0) CPU milli per GPU milli; 0 where the CPU suffices."""
     return np.maximum(0.0, idle - cpu / rho)
+
+
+def reserved_cards(counts: Mapping[ShapeKey, float], *, cards: int, reserve: float) -> float:
+    """The whole cards to keep: ``reserve`` percent of ``cards`` times the share of the
+    counted pods' GPU milli that pods taking one card whole ask (0 without GPU pods)."""
+    total = sum(n * k.gpu_milli * k.num_gpu for k, n in counts.items())
+    if total <= 0 or reserve <= 0:
+        return 0.0
+    whole = sum(n * MILLI for k, n in counts.items() if k.num_gpu == 1 and k.gpu_milli >= MILLI)
+    return reserve / 100.0 * cards * whole / total
+
+
+def reserve_holds(pod: PodShape, counts: Mapping[ShapeKey, float], *, whole_free: int,
+                  cards: int, reserve: float) -> bool:
+    """Whether ``pod`` may take only a card already in use: it shares a card, what it leaves
+    on a whole one fits fewer than ``STRAND_SHARE`` of the counted sharing pods, and fewer
+    than :func:`reserved_cards` cards are whole."""
+    if reserve <= 0 or not pod.is_share:
+        return False
+    sharing = {k: n for k, n in counts.items() if k.num_gpu == 1 and 0 < k.gpu_milli < MILLI}
+    total = sum(sharing.values())
+    left = MILLI - pod.gpu_milli
+    if total <= 0 or sum(n for k, n in sharing.items() if k.gpu_milli <= left) \
+            >= STRAND_SHARE * total:
+        return False
+    return whole_free < reserved_cards(counts, cards=cards, reserve=reserve)
 
 
 def _subset(states: NodeStates, rows: np.ndarray) -> NodeStates:
@@ -162,6 +207,9 @@ class LearnedFgdPolicy:
         self._fixed = learned is not None
         self._counts: dict[ShapeKey, float] = dict(learned or {})
         self._pending: PodShape | None = None
+        self.partial_only = False
+        """Set by ``admit`` when the reserve holds for the arriving pod (reference loop);
+        the scheduler sets it on the one-node policy that picks the card."""
 
     # -- the counts -------------------------------------------------------------------------
     def observe(self, pod: PodShape) -> None:
@@ -171,13 +219,33 @@ class LearnedFgdPolicy:
 
     def target(self) -> TargetWorkload | None:
         """The kept shapes of the bound and pending pods; None before any pod."""
+        counts = self.counts()
+        if not counts:
+            return None
+        return TargetWorkload.from_counts(counts, popularity=self.args.popularity)
+
+    def counts(self) -> dict[ShapeKey, float]:
+        """The counted shapes, the pending pod included."""
         counts = dict(self._counts)
         if self._pending is not None:
             key = learned_key(self._pending)
             counts[key] = counts.get(key, 0.0) + 1.0
-        if not counts:
-            return None
-        return TargetWorkload.from_counts(counts, popularity=self.args.popularity)
+        return counts
+
+    def admit(self, pod: PodShape, candidates: np.ndarray) -> np.ndarray:
+        """``candidates`` left to ``pod`` by the reserve: all of them unless it holds, else
+        those with a card in use that fits (``states`` is the whole cluster here)."""
+        states = self.states
+        slots = np.arange(states.gpu_free.shape[1])[None, :] < states.gpu_count[:, None]
+        whole = int(((states.gpu_free == MILLI) & slots).sum())
+        self.partial_only = reserve_holds(pod, self.counts(), whole_free=whole,
+                                          cards=int(states.gpu_count.sum()),
+                                          reserve=float(self.args.reserve))
+        if not self.partial_only:
+            return candidates
+        free = states.gpu_free[candidates]
+        used = (free >= pod.gpu_milli) & (free < MILLI)
+        return candidates[used.any(axis=1)]
 
     # -- scores and cards -----------------------------------------------------------------
     def score(self, pod: PodShape, candidates: np.ndarray) -> np.ndarray:
@@ -217,6 +285,7 @@ class LearnedFgdPolicy:
 
     def choose_cards(self, pod: PodShape, node: int) -> tuple[int, ...]:
         cards = self._cards(pod, node)
+        self.partial_only = False
         if not self._fixed:
             key = learned_key(pod)
             self._counts[key] = self._counts.get(key, 0.0) + 1.0
@@ -229,7 +298,8 @@ class LearnedFgdPolicy:
             return ()
         if not pod.is_share:
             return whole_cards(pod, free)
-        fitting = np.flatnonzero(free >= pod.gpu_milli)
+        fitting = np.flatnonzero((free >= pod.gpu_milli)
+                                 & ((free < MILLI) if self.partial_only else True))
         if fitting.size == 0:
             raise ValueError("no card of the node has room for the pod")
         if self.args.cards == "bestfit":

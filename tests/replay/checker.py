@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.replay.frag import FragmentCache, TargetWorkload, shape_key
+from scheduler.replay.learned import LearnedFgdPolicy
 from scheduler.replay.metrics import RunRecorder
 from scheduler.replay.policies import make_policy, select_node
 from scheduler.replay.state import NodeStates, feasible_mask
@@ -54,6 +55,8 @@ def replay(
         arrived += shape.total_gpu_milli
         chooser.observe(shape)
         candidates = np.flatnonzero(feasible_mask(shape, states))
+        if isinstance(chooser, LearnedFgdPolicy):  # the whole-card reserve (off by default)
+            candidates = chooser.admit(shape, candidates)
         if candidates.size:
             node = select_node(chooser.score(shape, candidates), candidates, rng, ties=ties)
             cards = chooser.choose_cards(shape, node)

@@ -25,7 +25,13 @@ from scheduler.api.devices.finegrained.placement import (
 )
 from scheduler.api.resource import Resource
 from scheduler.replay.frag import ShapeKey, TargetWorkload
-from scheduler.replay.learned import LearnedArgs, LearnedFgdPolicy, learned_key
+from scheduler.replay.learned import (
+    LearnedArgs,
+    LearnedFgdPolicy,
+    learned_key,
+    reserve_holds,
+    reserved_cards,
+)
 from scheduler.replay.policies import make_policy
 from scheduler.replay.state import NodeStates, PodShape
 from tests.replay.bruteforce import full_count, node_fragment, starved_fragment
@@ -266,6 +272,11 @@ def test_rows_of_another_table_length_are_counted_in_full() -> None:
     pytest.param({"starved": True}, "starved must be", id="starved-bool"),
     pytest.param({"starved": float("inf")}, "starved must be", id="starved-infinite"),
     pytest.param({"starved": float("nan")}, "starved must be", id="starved-nan"),
+    pytest.param({"reserve": -1}, "reserve must be a percentage", id="reserve-negative"),
+    pytest.param({"reserve": 101}, "reserve must be a percentage", id="reserve-over-100"),
+    pytest.param({"reserve": "half"}, "reserve must be a percentage", id="reserve-text"),
+    pytest.param({"reserve": True}, "reserve must be a percentage", id="reserve-bool"),
+    pytest.param({"reserve": float("nan")}, "reserve must be a percentage", id="reserve-nan"),
     pytest.param({"window": 5}, "unknown argument window", id="unknown"),
 ])
 def test_bad_arguments_name_the_argument(arguments: dict[str, Any], match: str) -> None:
@@ -342,3 +353,62 @@ def test_scores_match_a_brute_force_reading(cards: list[list[int]], cpu: list[in
                              starved)
                 for row in fitting]
     assert policy.score(pod, np.array(fitting)).tolist() == expected
+
+
+def test_whole_card_reserve_by_hand() -> None:
+    """Counted: two 810-milli pods, one 470, two whole one-card pods: 4,090 milli, 2,000 of
+    them whole one-card, so ``reserve: 50`` on 10 cards keeps 50 % · 10 · 2000/4090 = 2.445
+    cards. An 810-milli pod leaves 190, which no counted sharing pod fits: held while fewer
+    than 2.445 cards are whole. A 470-milli pod leaves 530, which a third of the sharing pods
+    fit; a whole-card pod and any pod with the reserve off are never held."""
+    counts = {ShapeKey(1000, 810, 1): 2.0, ShapeKey(1000, 470, 1): 1.0, WHOLE_1: 2.0,
+              ShapeKey(4000, 0, 0): 3.0}
+    assert reserved_cards(counts, cards=10, reserve=50) == pytest.approx(50 / 100 * 10 * 2000
+                                                                          / 4090)
+    pod_810 = PodShape(cpu_milli=1000, num_gpu=1, gpu_milli=810)
+    assert reserve_holds(pod_810, counts, whole_free=2, cards=10, reserve=50)
+    assert not reserve_holds(pod_810, counts, whole_free=3, cards=10, reserve=50)
+    assert not reserve_holds(pod_810, counts, whole_free=0, cards=10, reserve=0)
+    assert not reserve_holds(PodShape(cpu_milli=1000, num_gpu=1, gpu_milli=470), counts,
+                             whole_free=0, cards=10, reserve=50)
+    assert not reserve_holds(PodShape(cpu_milli=1000, num_gpu=1, gpu_milli=1000), counts,
+                             whole_free=0, cards=10, reserve=50)
+    # One counted 100-milli pod in four sharing pods (25 %) would use the 190: no stranding.
+    assert not reserve_holds(pod_810, {**counts, ShapeKey(1000, 100, 1): 1.0}, whole_free=0,
+                             cards=10, reserve=50)
+    assert reserved_cards({ShapeKey(4000, 0, 0): 1.0}, cards=10, reserve=50) == 0.0
+
+
+def test_reserve_keeps_a_held_pod_to_cards_in_use() -> None:
+    """Three nodes, five cards, two of them whole on node 0 and one on node 2: node 1's
+    900-milli card is in use. Held, the 810-milli pod may go only there (card 0, not the whole
+    card 1); with a node whose used card is too small it would have nowhere to go."""
+    counts = {ShapeKey(1000, 810, 1): 4.0, WHOLE_1: 4.0}
+    states = nodes([[1000, 1000], [900, 1000], [1000]])
+    pod = PodShape(cpu_milli=1000, num_gpu=1, gpu_milli=810)
+    policy = LearnedFgdPolicy(states, learned=counts, args=LearnedArgs(reserve=100))
+    # 100 % · 5 cards · 4000/7240 = 2.76 kept; 4 whole cards: not held yet.
+    assert list(policy.admit(pod, np.arange(3))) == [0, 1, 2]
+    states.gpu_free[2, 0] = 0  # node 2's card taken: 3 whole cards, not below 2.76
+    assert list(policy.admit(pod, np.arange(2))) == [0, 1]
+    states.gpu_free[0, 0] = 500  # 2 whole cards now: held
+    assert list(policy.admit(pod, np.arange(2))) == [1]
+    assert policy.choose_cards(pod, 1) == (0,)
+    states.gpu_free[1, 0] = 700  # no card in use fits 810
+    assert list(policy.admit(pod, np.arange(2))) == []
+
+
+def test_held_pod_card_choice_skips_whole_cards_even_by_fragment() -> None:
+    """With 100- and 190-milli pods common, FGD's card choice (``cards: fragment``) puts an
+    810-milli pod on the whole card (its 190 left is usable, the used card's 90 is not);
+    when the reserve holds the pod (``partial_only``, set by ``admit`` or the scheduler's
+    held pods) it takes the card in use."""
+    counts = {ShapeKey(1000, 810, 1): 10.0, ShapeKey(1000, 100, 1): 10.0,
+              ShapeKey(1000, 190, 1): 10.0}
+    pod = PodShape(cpu_milli=1000, num_gpu=1, gpu_milli=810)
+    policy = LearnedFgdPolicy(nodes([[1000, 900]]), learned=counts,
+                              args=LearnedArgs(cards="fragment"))
+    assert policy.choose_cards(pod, 0) == (0,)
+    policy.partial_only = True
+    assert policy.choose_cards(pod, 0) == (1,)
+    assert not policy.partial_only  # one pod's verdict only

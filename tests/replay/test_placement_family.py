@@ -184,3 +184,37 @@ def test_clustering_tells_one_two_card_pod_from_two_one_card_pods() -> None:
     assert [(p, n.split("-", 1)[1], c) for p, n, c in ours.placements] == reference.placements
     placed = {name: node for name, node, _ in reference.placements}
     assert placed["pod-1"] == placed["pod-2"] == placed["pod-3"] != placed["pod-0"]
+
+
+def _reserve_cluster(rng: random.Random) -> tuple[list[TraceNode], list[TracePod]]:
+    """No pod under 470 milli, so an 810-milli pod strands the 190 it leaves on a card."""
+    nodes = [TraceNode(f"node-{i}", cpu_milli=96000, memory_mib=393216,
+                       gpus=rng.choice((2, 4, 8)), model="G2") for i in range(6)]
+    pods = []
+    for i in range(60):
+        kind = rng.random()
+        num, milli = (1, 810) if kind < 0.35 else (1, 470) if kind < 0.55 else (1, 1000)
+        pods.append(TracePod(f"pod-{i:03d}", cpu_milli=2000, memory_mib=4096, num_gpu=num,
+                             gpu_milli=milli))
+    return nodes, pods
+
+
+@pytest.mark.parametrize("arguments", [
+    pytest.param({"reserve": 80}, id="reserve-bestfit-cards"),
+    pytest.param({"reserve": 100, "cards": "fragment"}, id="reserve-fragment-cards"),
+])
+def test_whole_card_reserve_acts_alike_in_both_loops(arguments: dict[str, object]) -> None:
+    """The reserve (``reserve_holds``) keeps 810-milli pods off the last whole cards in both
+    loops alike, and it does act: without it the same pods place differently."""
+    nodes, pods = _reserve_cluster(random.Random(79))
+    ours = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=5, tune=0,
+                      policy_args=arguments)
+    reference = replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=5, tune=0,
+                       options=arguments)  # type: ignore[arg-type]
+    assert [(p, n.split("-", 1)[1], c) for p, n, c in ours.placements] == reference.placements
+    assert ours.failed == reference.failed
+    plain = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=5, tune=0)
+    # Some 810-milli pods placed without the reserve fail with it, and more pods fit in all.
+    milli = {p.name: p.gpu_milli for p in pods}
+    assert any(milli[name] == 810 for name in set(ours.failed) - set(plain.failed))
+    assert len(ours.failed) < len(plain.failed)

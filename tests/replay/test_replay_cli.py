@@ -146,3 +146,27 @@ def test_progress_redraws_in_place_on_a_terminal_and_logs_sparingly_elsewhere() 
             assert stream.text.splitlines() == ["replay   0.0% 0/2 runs,      1s",
                                                 "replay  50.0% 1/2 runs,     21s",
                                                 "replay  52.5% 1/2 runs,     82s"]
+
+
+def test_whole_card_reserve_from_the_command_line(tmp_path: Path) -> None:
+    """``--policy-arg reserve=…`` reaches the scheduler's policy: on a 16-card cluster filled
+    to 130 % the run's curve is the reference loop's with the same reserve, and not the
+    curve without it."""
+    from tests.replay.test_bound import tiny_trace
+
+    nodes, trace = tiny_trace(tmp_path)
+    out = tmp_path / "out"
+    code = main(["replay", "--trace", str(trace), "--nodes", str(nodes), "--policy",
+                 "fgd-learned", "--policy-arg", "reserve=100", "--seeds", "42", "--jobs", "1",
+                 "--out", str(out), "--traces-dir", str(tmp_path / "none")])
+    assert code == 0
+    with (out / "tiny-fgd-learned-42.csv").open(newline="") as handle:
+        rows = [r[4] for r in list(csv.reader(handle))[1:]]
+
+    def curve(options: dict[str, object]) -> list[str]:
+        run = replay(nodes=load_nodes(nodes), pods=load_pods(trace), policy="fgd-learned",
+                     seed=42, options=options)  # type: ignore[arg-type]
+        return [f"{r.unallocated_pct:.2f}" for r in run.recorder.buckets()]
+
+    assert rows == curve({"reserve": 100})
+    assert rows != curve({})

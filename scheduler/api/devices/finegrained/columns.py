@@ -38,7 +38,8 @@ from scheduler.api.devices.finegrained.plan import (
     PodDeviceRequest,
 )
 
-__all__ = ["COLUMNS", "exact_by_columns", "summary", "vector_conditions", "vector_score"]
+__all__ = ["COLUMNS", "col", "exact_by_columns", "summary", "used_card_fits", "vector_conditions",
+           "vector_score"]
 
 GPU_SLOTS = 8
 UNIT_SLOTS = 8
@@ -156,20 +157,36 @@ def _gpu_ok(request: PodDeviceRequest, columns: Mapping[str, np.ndarray]) -> np.
     gpu = request.types[TYPE_GPU]
     if not gpu.shared:
         return np.asarray(columns[col("gpu_idle")] >= gpu.count)
-    per = gpu.per_device
     count = np.zeros(len(columns[col("present")]))
     for slot in range(GPU_SLOTS):
-        base = f"{_P}gpu{slot}."
-        ok = columns[base + "size"] > 0
-        if GPU_CORE in per:
-            ok = ok & (columns[base + "core"] >= per[GPU_CORE])
-        if GPU_MEMORY_RATIO in per:
-            ok = ok & (columns[base + "ratio"] >= per[GPU_MEMORY_RATIO])
-        need = per[GPU_MEMORY] if GPU_MEMORY in per else \
-            (per.get(GPU_MEMORY_RATIO, 0) * columns[base + "size"]) // 100
-        ok = ok & (columns[base + "bytes"] >= need)
-        count += ok
+        count += _slot_ok(gpu.per_device, columns, slot)
     return np.asarray(count >= gpu.count)
+
+
+def _slot_ok(per: Mapping[str, int], columns: Mapping[str, np.ndarray], slot: int
+             ) -> np.ndarray:
+    """Per node: whether GPU ``slot`` has room for ``per`` (one card's share)."""
+    base = f"{_P}gpu{slot}."
+    ok = columns[base + "size"] > 0
+    if GPU_CORE in per:
+        ok = ok & (columns[base + "core"] >= per[GPU_CORE])
+    if GPU_MEMORY_RATIO in per:
+        ok = ok & (columns[base + "ratio"] >= per[GPU_MEMORY_RATIO])
+    need = per[GPU_MEMORY] if GPU_MEMORY in per else \
+        (per.get(GPU_MEMORY_RATIO, 0) * columns[base + "size"]) // 100
+    return np.asarray(ok & (columns[base + "bytes"] >= need))
+
+
+def used_card_fits(request: PodDeviceRequest, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per node: whether a GPU already in use (some core or memory ratio taken) has room for
+    the request's one shared card."""
+    per = request.types[TYPE_GPU].per_device
+    found = np.zeros(len(columns[col("present")]), dtype=bool)
+    for slot in range(GPU_SLOTS):
+        base = f"{_P}gpu{slot}."
+        used = (columns[base + "core"] < 100) | (columns[base + "ratio"] < 100)
+        found |= _slot_ok(per, columns, slot) & used
+    return found
 
 
 def _unit_ok(request: PodDeviceRequest, kind: str, columns: Mapping[str, np.ndarray],

@@ -20,7 +20,9 @@ from scheduler.api.devices.base import DeviceConfig, DeviceWarning, Reporter, ta
 from scheduler.api.devices.finegrained.allocator import DEFAULT_WEIGHTS, Scoring
 from scheduler.api.devices.finegrained.columns import (
     COLUMNS,
+    col,
     exact_by_columns,
+    used_card_fits,
     vector_conditions,
     vector_score,
 )
@@ -36,6 +38,7 @@ from scheduler.api.devices.finegrained.names import (
     ALLOCATE_HINT,
     ALLOCATED,
     DEPRECATED,
+    GPU_CORE,
     GPU_MINORS,
     GPU_SHARED,
     ISOLATION_LABEL,
@@ -202,6 +205,26 @@ class FineGrainedFamily:
     def vector_reasons(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
                        ) -> list[tuple[np.ndarray, str]]:
         return vector_conditions(request, columns)
+
+    def reserve_conditions(self, task: TaskInfo, request: PodDeviceRequest,
+                           columns: Mapping[str, np.ndarray]) -> list[tuple[np.ndarray, str]]:
+        """The nodes ``fgd-learned``'s whole-card reserve (argument ``reserve``) keeps from
+        ``task``, with the reason: while it holds, every node without a GPU in use that fits
+        the pod's shared card (:func:`scheduler.replay.learned.reserve_holds`)."""
+        placement = self.placement
+        gpu = request.types.get(TYPE_GPU)
+        if placement is None or placement.args is None or not placement.args.reserve \
+                or gpu is None or not gpu.shared or gpu.count != 1 or len(request.types) != 1:
+            return []
+        pod = node_pod_shape(task, request)
+        whole = int(columns[col("gpu_idle")].sum())
+        cards = int(columns[col(f"total.{GPU_CORE}")].sum()) // 100
+        kept = placement.hold(pod, str(task.uid), whole_free=whole, cards=cards)
+        if kept is None:
+            return []
+        reason = (f"GPU cards kept whole for whole-card pods (fgd-learned reserve): "
+                  f"{whole} of {cards} whole, {kept} kept")
+        return [(~used_card_fits(request, columns), reason)]
 
     def needs_exact(self, request: PodDeviceRequest, columns: Mapping[str, np.ndarray]
                     ) -> bool:

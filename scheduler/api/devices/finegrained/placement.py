@@ -26,6 +26,7 @@ unallocated GPU (``docs/replay.md``). The default ``random`` leaves Volcano's ti
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,12 @@ from scheduler.api.devices.finegrained.names import (
 from scheduler.api.resource import CPU, MEMORY
 from scheduler.replay.fgd import FgdPolicy
 from scheduler.replay.frag import ShapeKey, TargetWorkload, TermsMemo
-from scheduler.replay.learned import LearnedArgs, LearnedFgdPolicy
+from scheduler.replay.learned import (
+    LearnedArgs,
+    LearnedFgdPolicy,
+    reserve_holds,
+    reserved_cards,
+)
 from scheduler.replay.policies import Policy, make_policy
 from scheduler.replay.state import MILLI, NodeStates, PodShape
 
@@ -207,6 +213,9 @@ class Placement:
     terms: TermsMemo | None = field(default=None, compare=False)
     """``fgd``'s per-row fragment terms, kept from one session to the next (see
     :func:`shared_placement`); rows whose cards changed are recomputed."""
+    held: set[str] = field(default_factory=set, compare=False)
+    """Pods (by key) the whole-card reserve of ``fgd-learned`` holds off whole cards, so
+    that their card is picked among the cards in use."""
 
     def __post_init__(self) -> None:
         if self.terms is None and self.target is not None:
@@ -224,6 +233,18 @@ class Placement:
         if self.policy == LearnedFgdPolicy.name:
             return LearnedFgdPolicy(states, learned=self.learned.counts, args=self.args)
         return make_policy(self.policy, states, rng=rng, target=self.target)
+
+    def hold(self, pod: PodShape, key: str, *, whole_free: int, cards: int) -> int | None:
+        """The whole cards the reserve keeps when it holds ``pod`` (see
+        :func:`scheduler.replay.learned.reserve_holds`), else None; remembers the verdict
+        for the card choice."""
+        reserve = float(self.args.reserve) if self.args is not None else 0.0
+        counts = self.learned.counts
+        if not reserve_holds(pod, counts, whole_free=whole_free, cards=cards, reserve=reserve):
+            self.held.discard(key)
+            return None
+        self.held.add(key)
+        return math.ceil(reserved_cards(counts, cards=cards, reserve=reserve))
 
     def node_scores(self, *, pod: PodShape, gpu_free: np.ndarray, gpu_count: np.ndarray,
                     cpu_free: np.ndarray,
@@ -260,6 +281,8 @@ class Placement:
                          mem_bytes=np.array([mem_bytes]), model=np.array([model]),
                          models=models, kinds=kinds[None, :])
         policy = self._policy(states, self._rng(pod, np.array([model]), key))
+        if key in self.held and isinstance(policy, LearnedFgdPolicy):
+            policy.partial_only = True
         return policy.choose_cards(pod, 0)
 
     def _rng(self, pod: PodShape, rows: np.ndarray, key: str) -> random.Random:
