@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scheduler.replay.bound import run_bound  # noqa: E402
+from scheduler.replay.bound import bound_rows  # noqa: E402
 from scheduler.replay.metrics import RunRecorder  # noqa: E402
 from scheduler.replay.trace import TracePod, generate_workload, load_nodes, load_pods  # noqa: E402
 from scheduler.replay_cli import parse_seeds  # noqa: E402
@@ -133,8 +133,8 @@ def main() -> int:
         for seed in seeds:
             work = generate_workload(pods, capacity_gpu_milli=cards * 1000, tune=1.3,
                                      rng=random.Random(seed)).pods
-            cells["bound"].append(run_bound(nodes=nodes, pods=pods, seed=seed,
-                                            levels=(100,))[0].unallocated_pct)
+            cells["bound"].append(bound_rows(work, cards=cards,
+                                             levels=(100,))[0].unallocated_pct)
             cells["bestfit"].append(online(work, cards, best_fit, future=False))
             cells["seen"].append(online(work, cards, fgd, future=False))
             cells["future"].append(online(work, cards, fgd, future=True))

@@ -110,7 +110,7 @@ def _starts(sizes: Sequence[int]) -> dict[int, list[int]]:
             nxt = [u + size for u in frontier if u + size <= STEPS and u + size not in grown]
             grown.update(nxt)
             frontier = nxt
-        starts[size] = sorted(u for u in reach | grown if u + size <= STEPS)
+        starts[size] = sorted(u for u in grown if u + size <= STEPS)
         reach = grown
     return starts
 
@@ -133,31 +133,25 @@ def max_packed_milli(pods: Sequence[TracePod], *, cards: int) -> int:
     rows: list[int] = []
     cols: list[int] = []
     vals: list[float] = []
-    lower: list[float] = []
-    upper: list[float] = []
+
+    def put(row: int, column: int, value: float) -> None:
+        rows.append(row)
+        cols.append(column)
+        vals.append(value)
+
     item_row = {size: STEPS + i for i, size in enumerate(sorted(parts))}
     for j, (kind, size, u) in enumerate(columns):
         if kind == "whole":
-            rows.append(STEPS - 1)
-            cols.append(j)
-            vals.append(size)
+            put(STEPS - 1, j, size)  # k whole cards of the cluster's
             continue
         if u == 0:
-            rows.append(STEPS - 1)  # a card's path leaves 0
-            cols.append(j)
-            vals.append(1.0)
+            put(STEPS - 1, j, 1.0)  # a card's path leaves 0
         else:
-            rows.append(u - 1)  # flow out of u
-            cols.append(j)
-            vals.append(-1.0)
+            put(u - 1, j, -1.0)  # flow out of u
         if u + size < STEPS:
-            rows.append(u + size - 1)  # flow into u + size
-            cols.append(j)
-            vals.append(1.0)
+            put(u + size - 1, j, 1.0)  # flow into u + size
         if kind == "part":
-            rows.append(item_row[size])
-            cols.append(j)
-            vals.append(1.0)
+            put(item_row[size], j, 1.0)
     # Rows 0..STEPS-2: flow kept at inner vertices; row STEPS-1: every card used once (an empty
     # card is a path of loss arcs); then one row per part-card size: at most its pods.
     lower = [0.0] * (STEPS - 1) + [float(cards)] + [0.0] * len(parts)

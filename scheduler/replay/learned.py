@@ -236,8 +236,7 @@ class LearnedFgdPolicy:
         """``candidates`` left to ``pod`` by the reserve: all of them unless it holds, else
         those with a card in use that fits (``states`` is the whole cluster here)."""
         states = self.states
-        slots = np.arange(states.gpu_free.shape[1])[None, :] < states.gpu_count[:, None]
-        whole = int(((states.gpu_free == MILLI) & slots).sum())
+        whole = int((states.gpu_free == MILLI).sum())  # slots past a node's cards hold 0
         self.partial_only = reserve_holds(pod, self.counts(), whole_free=whole,
                                           cards=int(states.gpu_count.sum()),
                                           reserve=float(self.args.reserve))
@@ -298,8 +297,10 @@ class LearnedFgdPolicy:
             return ()
         if not pod.is_share:
             return whole_cards(pod, free)
-        fitting = np.flatnonzero((free >= pod.gpu_milli)
-                                 & ((free < MILLI) if self.partial_only else True))
+        room = free >= pod.gpu_milli
+        if self.partial_only:
+            room &= free < MILLI  # held by the reserve: a card already in use
+        fitting = np.flatnonzero(room)
         if fitting.size == 0:
             raise ValueError("no card of the node has room for the pod")
         if self.args.cards == "bestfit":

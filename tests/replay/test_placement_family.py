@@ -20,7 +20,7 @@ import pytest
 from scheduler.api.devices.finegrained.placement import parse_target_workload
 from scheduler.conf import ConfError, parse_conf
 from scheduler.replay.trace import TraceNode, TracePod
-from scheduler.replay_run import run_replay
+from scheduler.replay_run import ReplayResult, run_replay
 from tests.devices.finegrained_helpers import finegrained_conf
 from tests.replay.checker import replay
 
@@ -70,12 +70,20 @@ def test_scheduler_path_places_like_the_reference_loop(policy: str, seed: int) -
 def test_learned_policy_arguments_act_alike_in_both_loops(arguments: dict[str, object]
                                                           ) -> None:
     nodes, pods = _cluster(random.Random(404))
-    ours = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=4, tune=0,
+    _learned_in_both_loops(nodes, pods, seed=4, arguments=arguments)
+
+
+def _learned_in_both_loops(nodes: list[TraceNode], pods: list[TracePod], *, seed: int,
+                           arguments: dict[str, object]) -> ReplayResult:
+    """``fgd-learned`` with ``arguments`` through the scheduler and the reference loop:
+    asserts that every placement and failure agree, returns the scheduler's run."""
+    ours = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=seed, tune=0,
                       policy_args=arguments)
-    reference = replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=4, tune=0,
+    reference = replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=seed, tune=0,
                        options=arguments)  # type: ignore[arg-type]
     assert [(p, n.split("-", 1)[1], c) for p, n, c in ours.placements] == reference.placements
     assert ours.failed == reference.failed
+    return ours
 
 
 def test_learned_counts_kept_across_sessions_equal_a_full_recount(
@@ -207,12 +215,7 @@ def test_whole_card_reserve_acts_alike_in_both_loops(arguments: dict[str, object
     """The reserve (``reserve_holds``) keeps 810-milli pods off the last whole cards in both
     loops alike, and it does act: without it the same pods place differently."""
     nodes, pods = _reserve_cluster(random.Random(79))
-    ours = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=5, tune=0,
-                      policy_args=arguments)
-    reference = replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=5, tune=0,
-                       options=arguments)  # type: ignore[arg-type]
-    assert [(p, n.split("-", 1)[1], c) for p, n, c in ours.placements] == reference.placements
-    assert ours.failed == reference.failed
+    ours = _learned_in_both_loops(nodes, pods, seed=5, arguments=arguments)
     plain = run_replay(nodes=nodes, pods=pods, policy="fgd-learned", seed=5, tune=0)
     # Some 810-milli pods placed without the reserve fail with it, and more pods fit in all.
     milli = {p.name: p.gpu_milli for p in pods}
