@@ -51,8 +51,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.simulation import build_simulation
 from scheduler.conf import load_conf, parse_conf
-from scheduler.simulate import build_simulation
 
 ZONES = ("zone-a", "zone-b", "zone-c", "zone-d")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "binpack.conf"

@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scheduler.commands.replay import parse_seeds  # noqa: E402
 from scheduler.replay.bound import bound_rows  # noqa: E402
 from scheduler.replay.metrics import RunRecorder  # noqa: E402
 from scheduler.replay.trace import TracePod, generate_workload, load_nodes, load_pods  # noqa: E402
-from scheduler.replay_cli import parse_seeds  # noqa: E402
 
 STEPS = 100  # a card in 10-milli steps
 Choose = Callable[[list[int], int, Counter[int]], int | None]

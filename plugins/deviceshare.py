@@ -18,7 +18,7 @@ never loops over every node:
   to another node, it waits for a later cycle, and its condition says why. Otherwise cards are
   chosen and charged in the node's ledger and the annotations for the Binding are written into
   ``task.bind_annotations``; a Statement rollback takes them back. The lock itself is taken
-  right before the bind (:mod:`scheduler.devices`), so a discarded gang leaves no lock behind.
+  right before the bind (:mod:`scheduler.deviceconf`), so a discarded gang leaves no lock behind.
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.api.devices.base import (
+from scheduler.api.node import NodeInfo
+from scheduler.api.status import FitErrors, Status
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import TaskID, TaskStatus
+from scheduler.devices.base import (
     POLICIES,
     DeviceConfig,
     DeviceError,
@@ -38,20 +42,16 @@ from scheduler.api.devices.base import (
     config_from_args,
     lock_owner,
 )
-from scheduler.api.devices.finegrained.placement import (
+from scheduler.devices.finegrained.placement import (
     LEARNING_POLICIES,
     PLACEMENT_POLICIES,
     TIE_BREAKS,
     parse_policy_arguments,
     parse_target_workload,
 )
-from scheduler.api.devices.names import PROFILES
-from scheduler.api.devices.nodelock import LOCK_TTL, lock_problem
-from scheduler.api.devices.registry import enabled_families
-from scheduler.api.node import NodeInfo
-from scheduler.api.status import FitErrors, Status
-from scheduler.api.task import TaskInfo
-from scheduler.api.types import TaskID, TaskStatus
+from scheduler.devices.names import PROFILES
+from scheduler.devices.node.nodelock import LOCK_TTL, lock_problem
+from scheduler.devices.registry import enabled_families
 from scheduler.framework.arguments import ArgumentError, arg
 from scheduler.framework.hooks import BoolArray, FloatArray, IntArray
 from scheduler.framework.nodetable import NodeTable

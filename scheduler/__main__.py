@@ -2,6 +2,6 @@
 
 import sys
 
-from scheduler.cli import main
+from scheduler.commands.cli import main
 
 sys.exit(main())

@@ -17,7 +17,7 @@ from actions import ACTIONS
 from plugins import PLUGINS
 from scheduler.cache.cache import SchedulerCache
 from scheduler.conf import SchedulerConf
-from scheduler.devices import with_device_plugin
+from scheduler.deviceconf import with_device_plugin
 from scheduler.framework.close import close_session
 from scheduler.framework.session import NodeSampling, PluginEntry, Session
 

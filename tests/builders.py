@@ -8,8 +8,8 @@ from typing import Any
 
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
+from scheduler.cluster.simulation import SimulationResult, run_simulation
 from scheduler.conf import SchedulerConf, load_conf, parse_conf
-from scheduler.simulate import SimulationResult, run_simulation
 
 Obj = dict[str, Any]
 

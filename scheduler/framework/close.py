@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from scheduler.api.devices.base import queue_device_usage
 from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import (
     PHASE_COMPLETED,
@@ -25,6 +24,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.status import ALL_NODES_UNAVAILABLE
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, JobID, QueueID, TaskStatus
+from scheduler.devices.base import queue_device_usage
 from scheduler.framework.session import Session
 
 __all__ = [

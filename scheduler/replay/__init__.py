@@ -1,14 +1,11 @@
-"""Trace replay of GPU-sharing workloads and fragmentation-aware placement policies.
-
-The pieces here are pure and fast so that the fine-grained device family and the
-``lahar replay`` command can call them on every pod:
+"""Trace replay of GPU-sharing workloads: the experiment that measures the placement policies
+of :mod:`scheduler.devices.placement`.
 
 - ``trace``    loads the Alibaba GPU trace CSVs and builds a run's pod sequence;
-- ``state``    the columnar per-node free resources the policies read;
-- ``frag``     the FGD fragmentation measure and its per-placement delta;
-- ``online``   a decayed estimate of the target workload from the pods seen so far;
-- ``policies`` node scores and card choice of the six published policies and ours;
-- ``metrics``  the per-pod-event metrics, their arrival buckets and the CSV files.
+- ``run``      drives one run's pods through the scheduler's own path on the embedded cluster;
+- ``metrics``  the per-pod-event metrics, their arrival buckets and the CSV files;
+- ``bound``    the unallocated GPU no placement of the same pods can go below;
+- ``plot``     the figure.
 
-Nothing here imports the scheduler framework, so the device family can use it directly.
+Only :mod:`scheduler.commands` imports this package.
 """

@@ -218,7 +218,7 @@ def run_bound(*, nodes: Sequence[TraceNode], pods: Sequence[TracePod], seed: int
               tune: float = 1.3, limit: int | None = None,
               levels: Sequence[int] = SUMMARY_LEVELS) -> list[BoundRow]:
     """The bound for the pods a replay of (``pods``, ``seed``, ``tune``, ``limit``) submits:
-    the same workload :func:`scheduler.replay_run.run_replay` draws from a fresh
+    the same workload :func:`scheduler.replay.run.run_replay` draws from a fresh
     ``random.Random(seed)``."""
     cards = sum(n.gpus for n in nodes)
     work = generate_workload(pods, capacity_gpu_milli=cards * 1000, tune=tune,

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.replay.state import MILLI, PodShape
+from scheduler.devices.placement.state import MILLI, PodShape
 
 __all__ = [
     "NODE_COLUMNS",

@@ -119,7 +119,7 @@ def devices_of(pod: Obj, key: str = "volcano.sh/vgpu-ids-new") -> list[list[tupl
 def device_session(objs: Sequence[Obj], *, conf: str) -> tuple[Any, Any]:
     """``(session, deviceshare plugin)`` of the first cycle over ``objs`` (nothing placed)."""
     from scheduler.cluster.manifests import Manifest
-    from scheduler.simulate import build_simulation
+    from scheduler.cluster.simulation import build_simulation
 
     _, _, scheduler = build_simulation([Manifest(f"t#{i}", o) for i, o in enumerate(objs)],
                                        conf=conf_of(conf))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.api.devices.codec import (
+from scheduler.devices.codec import (
     CodecError,
     ContainerDevice,
     RegisteredCard,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.devices.base import DeviceConfig, Reporter
-from scheduler.api.devices.gpushare import GpuShareFamily
-from scheduler.api.devices.requests import GpuShareRequest
 from scheduler.api.node import node_from_object
 from scheduler.api.task import task_from_pod
+from scheduler.devices.base import DeviceConfig, Reporter
+from scheduler.devices.gpushare import GpuShareFamily
+from scheduler.devices.requests import GpuShareRequest
 from tests.builders import make_pod, simulate
 from tests.devices.conftest import (
     bound_gpu_pod,
@@ -163,8 +163,8 @@ def test_gpushare_binpack_keeps_room_for_a_large_pod() -> None:
 def test_memory_and_percentage_together(profile: str, held: int) -> None:
     """Both given: Volcano vgpu ``checkNodeGPUSharingPredicateAndScore`` sizes the vGPU by the
     percentage (``MemPercentagereq != 101`` wins), HAMi's NVIDIA ``Fit`` by the MiB."""
-    from scheduler.api.devices.names import PROFILES
-    from scheduler.api.devices.requests import vgpu_request
+    from scheduler.devices.names import PROFILES
+    from scheduler.devices.requests import vgpu_request
 
     names = PROFILES[profile]
     pod = make_pod("p", limits={names.count: "1", names.memory: "3000",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.api.devices.nodelock import format_lock
 from scheduler.cluster.sim import EPOCH
+from scheduler.devices.node.nodelock import format_lock
 from tests.builders import simulate
 from tests.devices.conftest import (
     bound_gpu_pod,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.api.devices.names import HAMI, VOLCANO
-from scheduler.api.devices.usage import vgpu_held
-from scheduler.cli import main
+from scheduler.commands.cli import main
+from scheduler.devices.names import HAMI, VOLCANO
+from scheduler.devices.usage import vgpu_held
 from tests.builders import simulate
 from tests.devices.conftest import (
     card,

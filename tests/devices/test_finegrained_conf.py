@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import main
+from scheduler.commands.cli import main
 from scheduler.conf import ConfError, parse_conf
-from scheduler.devices import device_support
+from scheduler.deviceconf import device_support
 from tests.devices.finegrained_helpers import finegrained_conf
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.cli import main
-from scheduler.inspect_devices import inspect_devices
+from scheduler.commands.cli import main
+from scheduler.commands.inspect_devices import inspect_devices
 from tests.devices.finegrained_helpers import (
     ALLOCATED,
     bound_pod,

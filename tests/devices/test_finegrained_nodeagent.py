@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.api.devices.base import DeviceConfig, Reporter
-from scheduler.api.devices.finegrained.family import FineGrainedFamily
-from scheduler.api.devices.finegrained.model import parse_device_object
-from scheduler.nodeagent.cli import report_main
-from scheduler.nodeagent.report import NoGpus, Sysfs, build_device_object, normalise_bus_id
-from scheduler.nodeagent.runtime import container_env
+from scheduler.commands.device import report_main
+from scheduler.devices.base import DeviceConfig, Reporter
+from scheduler.devices.finegrained.family import FineGrainedFamily
+from scheduler.devices.finegrained.model import parse_device_object
+from scheduler.devices.node.report import NoGpus, Sysfs, build_device_object, normalise_bus_id
+from scheduler.devices.node.runtime import container_env
 
 
 class FakeError(Exception):

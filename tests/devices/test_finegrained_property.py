@@ -19,12 +19,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.devices.base import DeviceConfig, DeviceError, Reporter
-from scheduler.api.devices.finegrained.columns import vector_score
-from scheduler.api.devices.finegrained.devices import FineGrainedDevices
-from scheduler.api.devices.finegrained.family import FineGrainedFamily
 from scheduler.api.node import node_from_object
 from scheduler.api.task import TaskInfo, task_from_pod
+from scheduler.devices.base import DeviceConfig, DeviceError, Reporter
+from scheduler.devices.finegrained.columns import vector_score
+from scheduler.devices.finegrained.devices import FineGrainedDevices
+from scheduler.devices.finegrained.family import FineGrainedFamily
 from tests.devices.finegrained_helpers import GIB, device_object, fg_node, fg_pod, gpu, nic
 
 CORE, MEM, RATIO = "koordinator.sh/gpu-core", "koordinator.sh/gpu-memory", \

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.devices.base import DeviceRequestError
-from scheduler.api.devices.finegrained.request import normalise, pod_device_requests, validate
 from scheduler.api.task import task_from_pod
+from scheduler.devices.base import DeviceRequestError
+from scheduler.devices.finegrained.request import normalise, pod_device_requests, validate
 from tests.builders import make_pod
 from tests.devices.finegrained_helpers import GIB
 

@@ -2,7 +2,7 @@
 
 The reserve is ours (``deviceshare.FineGrainedPolicyArguments.reserve``, off by default): a
 card-sharing pod that would strand the rest of a whole card may take only a card already in
-use while too few cards are whole (``scheduler.replay.learned.reserve_holds``).
+use while too few cards are whole (``scheduler.devices.placement.learned.reserve_holds``).
 """
 
 from __future__ import annotations

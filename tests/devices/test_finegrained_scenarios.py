@@ -13,7 +13,7 @@ import json
 import pytest
 
 from scheduler.cache.cache import SchedulerCache
-from scheduler.devices import device_support
+from scheduler.deviceconf import device_support
 from tests.builders import conf_of, gang, make_node, simulate
 from tests.devices.finegrained_helpers import (
     ALLOCATED,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.cli import main
-from scheduler.inspect import _list, inspect_gpus, render_table, report_json
+from scheduler.commands.cli import main
+from scheduler.commands.inspect import _list, inspect_gpus, render_table, report_json
 from tests.builders import make_node
 
 ROOT = Path(__file__).resolve().parents[2]

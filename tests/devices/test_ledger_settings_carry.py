@@ -7,7 +7,7 @@ those written last cycle; a conf changed between cycles reaches every ledger aga
 from __future__ import annotations
 
 from scheduler.cluster.manifests import Manifest
-from scheduler.simulate import build_simulation
+from scheduler.cluster.simulation import build_simulation
 from tests.builders import conf_of
 from tests.devices.conftest import gpu_node, gpushare_conf
 

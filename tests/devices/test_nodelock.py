@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 import structlog
 
-from scheduler.api.devices.names import GPUSHARE_LOCK, HAMI, VOLCANO
-from scheduler.api.devices.nodelock import (
+from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.sim import ConflictError, SimCluster
+from scheduler.devices.names import GPUSHARE_LOCK, HAMI, VOLCANO
+from scheduler.devices.node.nodelock import (
     LOCK_TTL,
     NodeLocker,
     NodeLockError,
@@ -19,8 +21,6 @@ from scheduler.api.devices.nodelock import (
     lock_problem,
     parse_lock,
 )
-from scheduler.cluster.manifests import Manifest
-from scheduler.cluster.sim import ConflictError, SimCluster
 from tests.builders import make_node
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z

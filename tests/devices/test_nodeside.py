@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 import structlog
 
-from scheduler.api.devices.codec import ContainerDevice
-from scheduler.api.devices.names import HAMI, VOLCANO, VGpuNames
-from scheduler.api.devices.nodelock import format_lock
-from scheduler.api.devices.nodeside import (
+from scheduler.cluster.sim import ConflictError
+from scheduler.devices.codec import ContainerDevice
+from scheduler.devices.names import HAMI, VOLCANO, VGpuNames
+from scheduler.devices.node.handshake import (
     FAILED,
     SUCCESS,
     HandshakeResult,
     handshake_gpushare,
     handshake_node,
 )
-from scheduler.cluster.sim import ConflictError
+from scheduler.devices.node.nodelock import format_lock
 from tests.builders import make_node
 
 NOW = 1_767_225_600.0

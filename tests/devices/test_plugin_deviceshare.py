@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import main
+from scheduler.commands.cli import main
 from scheduler.conf import ConfError, load_conf, parse_conf
-from scheduler.devices import device_config, device_support, with_device_plugin
+from scheduler.deviceconf import device_config, device_support, with_device_plugin
 from tests.builders import simulate
 from tests.devices.conftest import BASE_TIERS, deviceshare_conf, gpu_node, gpu_pod, vgpu_conf
 
@@ -167,7 +167,7 @@ def test_sample_confs_and_clusters_run_through_lahar_simulate(
 def test_a_failed_bind_gives_back_the_node_lock_and_the_pod_is_placed_later() -> None:
     from scheduler.cache.interface import WriteError
     from scheduler.cluster.manifests import Manifest
-    from scheduler.simulate import build_simulation
+    from scheduler.cluster.simulation import build_simulation
     from tests.builders import conf_of
     from tests.devices.conftest import gpushare_conf
 

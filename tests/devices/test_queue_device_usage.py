@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scheduler.api.devices.base import queue_device_usage
 from scheduler.api.node import NodeInfo
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo, task_from_pod
+from scheduler.devices.base import queue_device_usage
 from tests.builders import make_pod
 
 

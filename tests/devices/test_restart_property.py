@@ -21,7 +21,7 @@ from scheduler.cache.interface import WriteError
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
 from scheduler.conf import SchedulerConf, parse_conf
-from scheduler.devices import device_support
+from scheduler.deviceconf import device_support
 from scheduler.loop import Scheduler
 from tests.devices.conftest import card, deviceshare_conf, gpu_node, gpu_pod, vgpu_node, vgpu_pod
 

@@ -155,7 +155,7 @@ def test_node_lock_serialises_device_pods_and_all_get_placed() -> None:
     [pytest.param(60, False, id="fresh-lock-blocks"), pytest.param(600, True, id="stale-lock")],
 )
 def test_lock_held_on_the_node(age: int, placed: bool) -> None:
-    from scheduler.api.devices.nodelock import format_lock
+    from scheduler.devices.node.nodelock import format_lock
 
     node = gpu_node("n1", annotations={"gpu": format_lock(EPOCH - age)})
     run = simulate([node, gpu_pod("p", memory=1000)], conf=gpushare_conf(lock=True),

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import EPOCH
-from scheduler.simulate import build_simulation
+from scheduler.cluster.simulation import build_simulation
 from tests.builders import conf_of, gang, make_node, make_pod, simulate
 from tests.devices.conftest import card, devices_of, vgpu_conf, vgpu_node, vgpu_pod
 

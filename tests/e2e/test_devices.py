@@ -22,7 +22,7 @@ def _deviceshare_missing() -> bool:
 
 def _nodeside() -> Any:
     try:
-        return importlib.import_module("scheduler.api.devices.nodeside")
+        return importlib.import_module("scheduler.devices.node.handshake")
     except ImportError:
         return None
 
@@ -61,7 +61,7 @@ class ClusterAccess:
 def device_plugin(own_case: Case) -> Iterator[list[Any]]:
     """Runs the vGPU node-side handshake on the case's nodes, as the device plugin would."""
     module = _nodeside()
-    from scheduler.api.devices.names import VOLCANO
+    from scheduler.devices.names import VOLCANO
 
     results: list[Any] = []
     stop = threading.Event()
@@ -114,13 +114,13 @@ def test_gpu_share_picks_cards_and_writes_gpu_index(own_case: Case) -> None:
 
 @pytest.mark.skipif(_deviceshare_missing(), reason="plugins.PLUGINS has no deviceshare plugin")
 @pytest.mark.skipif(_nodeside() is None,
-                    reason="scheduler.api.devices.nodeside (the node-side handshake) is absent")
+                    reason="scheduler.devices.node.handshake (the node-side handshake) is absent")
 def test_vgpu_pods_pass_the_node_lock_one_after_another(own_case: Case,
                                                         device_plugin: list[Any]) -> None:
     case = own_case
     if not case.settings.fake_nodes:
         pytest.skip("needs a node with a known vGPU register annotation (LAHAR_E2E_FAKE_NODES=1)")
-    from scheduler.api.devices.names import VOLCANO
+    from scheduler.devices.names import VOLCANO
 
     register = "GPU-e2e0,10,40000,NVIDIA-A100,true,hami-core:GPU-e2e1,10,40000,NVIDIA-A100,true,hami-core:"
     (node,) = case.add_nodes(1, units=8, annotations={VOLCANO.register: register},

@@ -236,7 +236,7 @@ def test_unschedule_counts_follow_volcanos_gang_plugin() -> None:
     ``unschedule_job_count`` counts the jobs that are not."""
     from scheduler.cluster.kube.cyclemetrics import record_cycle
     from scheduler.cluster.manifests import Manifest
-    from scheduler.simulate import build_simulation
+    from scheduler.cluster.simulation import build_simulation
     from tests.builders import gang
     from tests.builders import make_node as sim_node
 

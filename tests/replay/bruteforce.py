@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.api.devices.finegrained.placement import task_shape_key
-from scheduler.replay.frag import ShapeKey, TargetWorkload
+from scheduler.devices.finegrained.placement import task_shape_key
+from scheduler.devices.placement.frag import ShapeKey, TargetWorkload
 
 MILLI = 1000
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.replay.frag import FragmentCache, TargetWorkload, shape_key
-from scheduler.replay.learned import LearnedFgdPolicy
+from scheduler.devices.placement.frag import FragmentCache, TargetWorkload, shape_key
+from scheduler.devices.placement.learned import LearnedFgdPolicy
+from scheduler.devices.placement.policies import make_policy, select_node
+from scheduler.devices.placement.state import NodeStates, feasible_mask
 from scheduler.replay.metrics import RunRecorder
-from scheduler.replay.policies import make_policy, select_node
-from scheduler.replay.state import NodeStates, feasible_mask
 from scheduler.replay.trace import TraceNode, TracePod, generate_workload
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.cli import main
+from scheduler.commands.cli import main
 from scheduler.replay import bound as bound_module
 from scheduler.replay.bound import (
     BoundError,

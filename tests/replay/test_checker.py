@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.replay.frag import fragment_of_nodes
-from scheduler.replay.policies import POLICIES
+from scheduler.devices.placement.frag import fragment_of_nodes
+from scheduler.devices.placement.policies import POLICIES
 from scheduler.replay.trace import load_nodes, load_pods
 from tests.replay.checker import replay
 from tests.replay.data import alibaba_dir

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.replay.frag import (
+from scheduler.devices.placement.frag import (
     FragmentCache,
     ShapeKey,
     TargetWorkload,
     fragment_of_nodes,
     shape_key,
 )
-from scheduler.replay.state import NodeStates, PodShape
+from scheduler.devices.placement.state import NodeStates, PodShape
 from scheduler.replay.trace import load_pods
 from tests.replay.bruteforce import node_fragment
 from tests.replay.data import alibaba_dir

@@ -9,16 +9,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.api.devices.finegrained.placement import Placement, shared_placement
-from scheduler.replay.fgd import FgdPolicy
-from scheduler.replay.frag import (
+from scheduler.devices.finegrained.placement import Placement, shared_placement
+from scheduler.devices.placement.fgd import FgdPolicy
+from scheduler.devices.placement.frag import (
     ShapeKey,
     TargetWorkload,
     TermsMemo,
     _terms,
     fragment_of_nodes,
 )
-from scheduler.replay.state import MILLI, NodeStates, PodShape
+from scheduler.devices.placement.state import MILLI, NodeStates, PodShape
 
 TARGET = TargetWorkload.from_counts(
     {ShapeKey(1000, 0, 0): 3, ShapeKey(2000, 500, 1): 5, ShapeKey(4000, 250, 1, "A"): 2,
@@ -127,7 +127,7 @@ def test_node_kinds_group_rows_as_the_exact_row_grouping(
         weights: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nodes of one kind (``FragmentCache.kinds``) are the rows ``np.unique(axis=0)`` puts
     together; with weights that fold every row to one key, the check catches it."""
-    import scheduler.replay.frag as frag
+    import scheduler.devices.placement.frag as frag
 
     if weights == "all-colliding":
         monkeypatch.setattr(frag, "_ROW_WEIGHTS", np.zeros(64, dtype=np.int64))

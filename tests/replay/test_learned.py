@@ -17,23 +17,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.devices.finegrained.names import GPU_CORE, GPU_MEMORY_RATIO
-from scheduler.api.devices.finegrained.placement import (
+from scheduler.api.resource import Resource
+from scheduler.devices.finegrained.names import GPU_CORE, GPU_MEMORY_RATIO
+from scheduler.devices.finegrained.placement import (
     LearnedShapes,
     parse_policy_arguments,
     task_shape_key,
 )
-from scheduler.api.resource import Resource
-from scheduler.replay.frag import ShapeKey, TargetWorkload
-from scheduler.replay.learned import (
+from scheduler.devices.placement.frag import ShapeKey, TargetWorkload
+from scheduler.devices.placement.learned import (
     LearnedArgs,
     LearnedFgdPolicy,
     learned_key,
     reserve_holds,
     reserved_cards,
 )
-from scheduler.replay.policies import make_policy
-from scheduler.replay.state import NodeStates, PodShape
+from scheduler.devices.placement.policies import make_policy
+from scheduler.devices.placement.state import NodeStates, PodShape
 from tests.replay.bruteforce import full_count, node_fragment, starved_fragment
 
 SHARE_500 = ShapeKey(1000, 500, 1)

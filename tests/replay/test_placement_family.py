@@ -1,7 +1,7 @@
 """The placement policies as ``deviceshare.FineGrainedPolicy`` through the scheduler.
 
 Small random clusters and pod sequences are replayed twice: through Lahar's scheduling path
-(``scheduler.replay_run``: snapshot, session, allocate, deviceshare, statement, binder) and
+(``scheduler.replay.run``: snapshot, session, allocate, deviceshare, statement, binder) and
 through the test-only reference loop (``tests.replay.checker``), which applies the policy
 functions exactly as the paper's simulator does (``fgd_score.go``' ``Score`` and card choice,
 kube-scheduler's ``selectHost`` with the first best node). Every placement — node and cards —
@@ -17,10 +17,10 @@ import random
 
 import pytest
 
-from scheduler.api.devices.finegrained.placement import parse_target_workload
 from scheduler.conf import ConfError, parse_conf
+from scheduler.devices.finegrained.placement import parse_target_workload
+from scheduler.replay.run import ReplayResult, run_replay
 from scheduler.replay.trace import TraceNode, TracePod
-from scheduler.replay_run import ReplayResult, run_replay
 from tests.devices.finegrained_helpers import finegrained_conf
 from tests.replay.checker import replay
 
@@ -90,7 +90,7 @@ def test_learned_counts_kept_across_sessions_equal_a_full_recount(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each session counts again only the node rows renewed since the last one; the counts
     it hands the policy must equal a count of every pod on a node and every pending pod."""
-    from scheduler.api.devices.finegrained.placement import LearnedShapes
+    from scheduler.devices.finegrained.placement import LearnedShapes
     from tests.replay.bruteforce import full_count
 
     checked: list[int] = []

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.replay.fgd import FgdPolicy
-from scheduler.replay.frag import ShapeKey, TargetWorkload
-from scheduler.replay.online import FgdOnlinePolicy, OnlineTargetWorkload
-from scheduler.replay.policies import POLICIES, make_policy, select_node
-from scheduler.replay.state import NodeStates, PodShape, feasible_mask
+from scheduler.devices.placement.fgd import FgdPolicy
+from scheduler.devices.placement.frag import ShapeKey, TargetWorkload
+from scheduler.devices.placement.online import FgdOnlinePolicy, OnlineTargetWorkload
+from scheduler.devices.placement.policies import POLICIES, make_policy, select_node
+from scheduler.devices.placement.state import NodeStates, PodShape, feasible_mask
 from tests.replay.bruteforce import fgd_node_score
 
 SHARE = PodShape(cpu_milli=4000, num_gpu=1, gpu_milli=500)

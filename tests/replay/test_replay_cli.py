@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import main
+from scheduler.commands.cli import main
+from scheduler.commands.replay import _Progress, parse_seeds
 from scheduler.replay.trace import load_nodes, load_pods
-from scheduler.replay_cli import _Progress, parse_seeds
 from tests.replay.checker import replay
 from tests.replay.data import alibaba_dir, traces_dir
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from scheduler.cli import main
+from scheduler.commands.cli import main
 
 SAMPLE = Path(__file__).resolve().parents[2] / "conf" / "samples" / "affinity.yaml"
 

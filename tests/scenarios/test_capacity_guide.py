@@ -21,7 +21,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from actions import ACTIONS
-from scheduler.cli import main
+from scheduler.commands.cli import main
 from scheduler.conf import ConfError, load_conf, parse_conf
 from tests.builders import Run, make_node, make_pod, make_queue, simulate
 

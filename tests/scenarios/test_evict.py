@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 import structlog
 
-from scheduler.cli import main
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
+from scheduler.cluster.simulation import build_simulation, run_simulation
+from scheduler.commands.cli import main
+from scheduler.commands.report import render_table
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from scheduler.loop import Scheduler
-from scheduler.report import render_table
-from scheduler.simulate import build_simulation, run_simulation
 from tests.builders import conf_of, make_node, make_pod, make_podgroup, simulate
 
 Obj = dict[str, Any]

@@ -3,7 +3,7 @@
 import pytest
 
 from scheduler.cluster.manifests import Manifest
-from scheduler.simulate import build_simulation
+from scheduler.cluster.simulation import build_simulation
 from tests.builders import (
     BINPACK_CONF,
     conf_of,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scheduler.cluster.manifests import load_manifests
+from scheduler.cluster.simulation import run_simulation
 from scheduler.conf import DEFAULT_CONF, load_conf, parse_conf
-from scheduler.simulate import run_simulation
 
 REPO = Path(__file__).resolve().parents[2]
 CONFS = REPO / "tests" / "data" / "confs"

@@ -28,10 +28,10 @@ from scheduler.api.resource import MIN_RESOURCE, resource_from_list
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskStatus
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.simulation import build_simulation
 from scheduler.conf import parse_conf
 from scheduler.framework.eviction import EvictableIndex
 from scheduler.framework.session import Session
-from scheduler.simulate import build_simulation
 from tests.builders import make_node, make_pod, make_podgroup, make_queue, simulate
 from tests.scenarios.preemption_helpers import priority_classes
 

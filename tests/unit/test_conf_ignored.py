@@ -14,7 +14,7 @@ import pytest
 import structlog
 import structlog.testing
 
-from scheduler.cli import main
+from scheduler.commands.cli import main
 from scheduler.conf import ConfError, ignored, load_conf, parse_conf
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "conf" / "samples" / "quickstart.yaml"

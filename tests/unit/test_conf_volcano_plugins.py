@@ -16,7 +16,7 @@ import pytest
 import structlog
 
 from plugins import PLUGINS
-from scheduler.cli import build_parser, main
+from scheduler.commands.cli import build_parser, main
 from scheduler.conf import VOLCANO_PLUGINS, ConfError, parse_conf
 
 UNIMPLEMENTED = sorted(VOLCANO_PLUGINS - set(PLUGINS))

@@ -23,18 +23,18 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.api.devices.codec import parse_register
 from scheduler.api.podgroup import PodGroup, podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.cache.interface import ObjectRef
-from scheduler.cli import build_parser
 from scheduler.cluster.kube.flags import normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
 from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import RESOURCES
 from scheduler.cluster.kube.retry import RetryPolicy
 from scheduler.cluster.kube.writer import KubeClusterWriter
+from scheduler.commands.cli import build_parser
 from scheduler.conf import load_conf, parse_conf
+from scheduler.devices.codec import parse_register
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"

@@ -17,11 +17,11 @@ from scheduler.api.types import TaskStatus
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
+from scheduler.cluster.simulation import build_simulation
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.session import Session
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.statement import Statement
-from scheduler.simulate import build_simulation
 from tests.builders import conf_of, gang, make_node, make_pod, make_podgroup
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.cli import main
 from scheduler.cluster.manifests import ManifestError, load_manifests
+from scheduler.commands.cli import main
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "conf" / "samples" / "quickstart.yaml"
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.cli import main, version
-from scheduler.report import render_table, write_list
+from scheduler.commands.cli import main, version
+from scheduler.commands.report import render_table, write_list
 from tests.builders import make_node, make_pod, make_podgroup, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,10 +31,10 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["scheduler.inspect", "scheduler.cluster.kube.run", "kubernetes"])
+    "module", ["scheduler.commands.inspect", "scheduler.cluster.kube.run", "kubernetes"])
 def test_a_broken_import_fails_loudly_instead_of_hiding_commands(module: str) -> None:
     code = (f"import sys; sys.modules[{module!r}] = None\n"
-            "from scheduler.cli import main\nmain(['--help'])\n")
+            "from scheduler.commands.cli import main\nmain(['--help'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
     assert done.returncode != 0
@@ -148,7 +148,7 @@ def test_a_closed_pipe_ends_the_output_quietly(tmp_path: Path) -> None:
 def test_simulate_does_not_import_the_kubernetes_client() -> None:
     """``lahar run`` is the only command that needs the official client; the others start
     without paying for its import (it is checked for, not loaded)."""
-    code = ("import sys\nfrom scheduler.cli import build_parser\nbuild_parser()\n"
+    code = ("import sys\nfrom scheduler.commands.cli import build_parser\nbuild_parser()\n"
             "print(sorted(m for m in ('kubernetes', 'scheduler.cluster.kube.run') "
             "if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

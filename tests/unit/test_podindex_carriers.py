@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.simulation import build_simulation
 from scheduler.framework.close import close_session
 from scheduler.framework.podindex import pod_index
-from scheduler.simulate import build_simulation
 from tests.builders import conf_of, make_node, make_pod
 
 CONF = """

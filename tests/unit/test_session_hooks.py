@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.simulation import build_simulation
 from scheduler.framework import hooks as h
 from scheduler.framework.plugin import NoArgs, PluginBase
-from scheduler.simulate import build_simulation
 from tests.builders import conf_of, make_node
 
 PROTOCOLS = [value for value in vars(h).values()

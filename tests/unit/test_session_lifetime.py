@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.simulation import build_simulation
 from scheduler.framework.session import Session
 from scheduler.loop import Scheduler
-from scheduler.simulate import build_simulation
 from tests.builders import conf_of, make_node, make_pod, make_podgroup
 from tests.devices.conftest import gpu_node, gpu_pod, gpushare_conf
 

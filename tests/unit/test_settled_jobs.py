@@ -11,8 +11,8 @@ from typing import Any
 from scheduler.api.resource import Resource
 from scheduler.api.types import JobID
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.simulation import build_simulation
 from scheduler.framework.settled import SettledStore
-from scheduler.simulate import build_simulation
 from tests.builders import conf_of, make_node, make_pod, make_podgroup
 
 CONF = """

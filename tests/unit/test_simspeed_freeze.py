@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.cluster.manifests import Manifest
-from scheduler.simulate import build_simulation
+from scheduler.cluster.simulation import build_simulation
 from tests.builders import conf_of, make_node, make_pod
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.report import _Requests, render_table
+from scheduler.commands.report import _Requests, render_table
 from tests.builders import make_node, make_pod
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import main
 from scheduler.cluster.manifests import load_manifests, parse_documents
 from scheduler.cluster.sim import SimCluster
 from scheduler.cluster.yamlload import load_all_marked
+from scheduler.commands.cli import main
 
 PODS_WITH_ANCHOR = """\
 apiVersion: v1

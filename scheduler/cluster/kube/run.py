@@ -335,7 +335,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     """
     from scheduler.cache.cache import SchedulerCache
     from scheduler.conf import load_conf
-    from scheduler.devices import device_support
+    from scheduler.deviceconf import device_support
     from scheduler.framework.session import NodeSampling
     from scheduler.loop import Scheduler
 

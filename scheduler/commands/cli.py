@@ -1,0 +1,180 @@
+"""The ``lahar`` command line: ``simulate``, ``conf check``, ``inspect`` and (with a cluster)
+``run``.
+
+Every sub-command is registered unconditionally: a broken installation fails with its import
+error instead of quietly losing commands. ``run`` alone is imported when it runs (it brings the
+official Kubernetes client, a quarter second no other command needs); building the parser
+checks that its module and the client can be found, so a missing one still fails every command
+loudly. Conf and manifest warnings are printed once each, as ``warning: …`` lines on stderr.
+
+Exit codes: 0 success, 1 runtime failure, 2 bad input (manifests, conf, flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+
+import structlog
+
+from scheduler.cluster.kube.flags import add_run_arguments
+from scheduler.cluster.manifests import ManifestError, load_manifests
+from scheduler.cluster.simulation import run_simulation
+from scheduler.commands.inspect import add_inspect_arguments
+from scheduler.commands.replay import add_replay_arguments
+from scheduler.commands.report import render_table, write_list
+from scheduler.conf import ConfError, SchedulerConf, load_conf
+
+__all__ = ["build_parser", "main", "version"]
+
+
+def version() -> str:
+    """The installed distribution's version (the source tree's when run uninstalled)."""
+    try:
+        return importlib.metadata.version("lahar")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _load_conf(path: str | None) -> SchedulerConf:
+    conf = load_conf(path, log_warnings=False)
+    for warning in conf.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return conf
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    # Loading makes millions of objects that all stay alive (no reference cycles among
+    # them): collecting while they pile up only walks them again and again.
+    gc.disable()
+    try:
+        conf = _load_conf(args.conf)
+        manifests, warnings = load_manifests(args.files)
+    except (ConfError, ManifestError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        gc.enable()
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    result = run_simulation(
+        manifests,
+        conf=conf,
+        scheduler_names=args.scheduler_name or ["volcano"],
+        seed=args.seed,
+        max_cycles=args.max_cycles,
+        freeze_loaded=True,  # one run per process: the loaded cluster lives to the end
+        take_manifests=True,  # nothing here reads them again
+    )
+    del manifests  # the cluster holds the objects (or copies) now
+    objects = result.cluster.all_objects()
+    if args.output == "table":
+        sys.stdout.write(render_table(objects, scheduler_names=result.cluster.scheduler_names))
+        state = "settled" if result.settled else "stopped at --max-cycles"
+        sys.stdout.write(f"\n{result.cycles} cycle(s), {state}.\n")
+    else:
+        write_list(objects, sys.stdout, output=args.output)
+    return 0
+
+
+_RUN_MODULES = ("scheduler.cluster.kube.run", "kubernetes")
+"""What ``lahar run`` imports when it starts: checked, not imported, when the parser is built."""
+
+
+def _require_run_modules() -> None:
+    for name in _RUN_MODULES:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from scheduler.cluster.kube.run import run_main
+
+    return run_main(args)
+
+
+def _conf_check(args: argparse.Namespace) -> int:
+    try:
+        conf = _load_conf(args.conf)
+    except ConfError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tiers = "; ".join(", ".join(p.name for p in tier) for tier in conf.tiers)
+    print(f"{conf.source}: ok (actions: {', '.join(conf.actions)}; tiers: {tiers})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lahar",
+        description="A Volcano-style batch scheduler "
+        "for Kubernetes with GPU/RDMA/FPGA device sharing.",
+    )
+    parser.add_argument("--version", action="version", version=f"lahar {version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="schedule Kubernetes manifests on the embedded cluster")
+    sim.add_argument(
+        "files", nargs="+", metavar="FILE", help="YAML/JSON manifests (multi-document or v1 List)"
+    )
+    sim.add_argument("--conf", help="scheduler conf (Volcano format); built-in default if omitted")
+    sim.add_argument(
+        "--scheduler-name",
+        action="append",
+        help="schedulerName of the pods to schedule (repeatable; default volcano)",
+    )
+    sim.add_argument("--seed", type=int, default=0, help="random seed for tie-breaks (default 0)")
+    sim.add_argument("--max-cycles", type=int, default=100, help="stop after this many cycles")
+    sim.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")
+    sim.set_defaults(func=_simulate)
+    conf = sub.add_parser("conf", help="scheduler conf tools")
+    conf_sub = conf.add_subparsers(dest="conf_command", required=True)
+    check = conf_sub.add_parser("check", help="validate a scheduler conf")
+    check.add_argument("conf", nargs="?", help="conf file (default: the built-in conf)")
+    check.set_defaults(func=_conf_check)
+    add_inspect_arguments(sub)
+    add_replay_arguments(sub)
+    from scheduler.commands.device import add_device_arguments
+    from scheduler.commands.inspect_devices import add_inspect_devices
+
+    add_inspect_devices(sub)
+    add_device_arguments(sub)
+    _require_run_modules()
+    run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
+    add_run_arguments(run)
+    run.set_defaults(func=_run)
+    return parser
+
+
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is at write time: binding the stream object itself would keep
+    logging into a stream that was swapped and closed (an embedding program, a test runner)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr())  # type: ignore[arg-type]
+    )
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # The reader went away (``lahar simulate -o yaml big.yaml | head``): stop quietly.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

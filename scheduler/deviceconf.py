@@ -1,0 +1,198 @@
+"""Device sharing as configuration: from a scheduler conf to cache options and bind hooks.
+
+Volcano keeps which device families are on in package globals set by the ``deviceshare``
+plugin's constructor; here it is explicit. :func:`device_support` reads the conf once
+(``deviceshare.*`` arguments, and the older ``predicate.*`` spellings) and gives the cache
+what it needs: the builder of ``NodeInfo.others`` (each node's ledgers, rebuilt from bound
+pods' annotations), the per-device resource names the generic resource model must not sum,
+and the extra node-table dimensions. With ``NodeLockEnable`` it adds the node lock around
+each device pod's bind. In the embedded cluster it also plays the node side: a simulated
+device plugin that completes the handshake after each bind and releases the lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from scheduler.api.task import TaskInfo
+from scheduler.cache.interface import ObjectRef, WriteError
+from scheduler.conf import PluginOption, SchedulerConf
+from scheduler.devices.base import (
+    DeviceConfig,
+    DeviceFamily,
+    DeviceRequestError,
+    DeviceWarning,
+    Reporter,
+    config_from_args,
+    lock_owner,
+)
+from scheduler.devices.node.handshake import handshake_gpushare, handshake_node
+from scheduler.devices.node.nodelock import NodeAccess, NodeLocker, NodeLockError
+from scheduler.devices.registry import NodeDevicesBuilder, enabled_families
+
+if TYPE_CHECKING:
+    from scheduler.cache.cache import SchedulerCache
+    from scheduler.cluster.sim import SimCluster
+
+__all__ = ["DeviceSupport", "NodeLockHooks", "device_config", "device_support",
+           "with_device_plugin"]
+
+log = structlog.get_logger("lahar.devices")
+
+DEVICE_PLUGIN = "deviceshare"
+LEGACY_PLUGIN = "predicates"
+
+
+def device_config(conf: SchedulerConf) -> DeviceConfig:
+    """The device switches of ``conf`` (``deviceshare`` first, then legacy ``predicates``)."""
+    options = [conf.plugin(DEVICE_PLUGIN), conf.plugin(LEGACY_PLUGIN)]
+    return config_from_args(*(option.args for option in options if option is not None))
+
+
+def with_device_plugin(conf: SchedulerConf) -> SchedulerConf:
+    """``conf`` with a ``deviceshare`` entry beside ``predicates`` when only the legacy
+    ``predicate.*`` switches turn devices on (Volcano ≤ v1.8 filtered devices in predicates)."""
+    if conf.plugin(DEVICE_PLUGIN) is not None or not device_config(conf).any_enabled:
+        return conf
+    from plugins import PLUGINS
+
+    tiers = []
+    for tier in conf.tiers:
+        entries = list(tier)
+        for i, option in enumerate(entries):
+            if option.name == LEGACY_PLUGIN:
+                entries.insert(i + 1, PluginOption(name=DEVICE_PLUGIN, flags=option.flags,
+                                                   args=PLUGINS[DEVICE_PLUGIN].Args()))
+                break
+        tiers.append(tuple(entries))
+    return dataclasses.replace(conf, tiers=tuple(tiers))
+
+
+@dataclass(slots=True)
+class NodeLockHooks:
+    """Take the node lock a device pod needs right before its bind; give it back if the
+    bind fails (after a successful bind the node side releases it)."""
+
+    families: list[DeviceFamily]
+    locker: NodeLocker
+    config: DeviceConfig
+    held: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
+
+    def locks_of(self, task: TaskInfo) -> list[str]:
+        out: list[str] = []
+        for family in self.families:
+            if family.binding_keys[0] not in task.bind_annotations:
+                continue
+            try:
+                request = family.parse_request(task)
+            except DeviceRequestError:
+                continue
+            key = family.lock_name(request) if request is not None else None
+            if key is not None and key not in out:
+                out.append(key)
+        return out
+
+    def before_bind(self, task: TaskInfo) -> None:
+        for key in self.locks_of(task):
+            owner = lock_owner(self.config, key, task)
+            try:
+                self.locker.acquire(task.node_name, key, owner=owner)
+            except NodeLockError as exc:
+                self._give_back(task)
+                raise WriteError(str(exc)) from None
+            self.held[f"{task.uid}/{key}"] = (task.node_name, key, owner)
+
+    def after_bind(self, task: TaskInfo, failure: Exception | None) -> None:
+        if failure is not None:
+            self._give_back(task)
+        else:
+            for name in [n for n in self.held if n.startswith(f"{task.uid}/")]:
+                del self.held[name]
+
+    def _give_back(self, task: TaskInfo) -> None:
+        for name in [n for n in self.held if n.startswith(f"{task.uid}/")]:
+            node, key, owner = self.held.pop(name)
+            self.locker.release(node, key, owner=owner)
+
+
+@dataclass(slots=True)
+class DeviceSupport:
+    """Everything the conf's device switches add to a cache and a cluster."""
+
+    config: DeviceConfig
+    families: list[DeviceFamily]
+    reporter: Reporter
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.families)
+
+    def cache_options(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`~scheduler.cache.cache.SchedulerCache`."""
+        if not self.families:
+            return {}
+        builder = NodeDevicesBuilder(self.families)
+        return {"node_devices": builder, "ignored_resources": builder.ignored_resources,
+                "device_dims": builder.device_dims}
+
+    def install(self, cache: SchedulerCache, *, access: NodeAccess | None = None,
+                clock: Callable[[], float] | None = None,
+                sleep: Callable[[float], None] = time.sleep) -> None:
+        """Send device warnings as Events through ``cache``; with node locking on, lock
+        nodes through ``access`` (the cluster writer's ``get_node``/``replace_node``)."""
+        self.reporter.sink = lambda warning: cache.report_event(
+            involved=ObjectRef(kind=warning.kind, name=warning.name,
+                               namespace=warning.namespace, uid=warning.uid),
+            type="Warning", reason=warning.reason, message=warning.message)
+        if not self.families or not self.config.node_lock or access is None:
+            return
+        locker = NodeLocker(access=access, clock=clock or cache.clock, sleep=sleep)
+        hooks = NodeLockHooks(self.families, locker, self.config)
+        cache.pre_bind_hooks.append(hooks.before_bind)
+        cache.post_bind_hooks.append(hooks.after_bind)
+
+    def install_node_side(self, cluster: SimCluster) -> None:
+        """Run a simulated device plugin on the node after each bind."""
+        if not self.families:
+            return
+        plugin = SimulatedDevicePlugin(self.config, self.reporter)
+        cluster.node_side_hooks.append(plugin)
+
+
+def device_support(conf: SchedulerConf, *, reporter: Reporter | None = None) -> DeviceSupport:
+    config = device_config(conf)
+    reporter = reporter or Reporter()
+    families = enabled_families(config, reporter) if config.any_enabled else []
+    return DeviceSupport(config=config, families=families, reporter=reporter)
+
+
+# -- the simulated node side ---------------------------------------------------------------
+@dataclass(slots=True)
+class SimulatedDevicePlugin:
+    """What a node's device plugins do once kubelet admits a device pod: the node side of the
+    handshake (:mod:`scheduler.devices.node.handshake`) for vGPU and for GPU share, which marks
+    the pod served and releases the node lock so the next device pod can come."""
+
+    config: DeviceConfig
+    reporter: Reporter
+
+    def __call__(self, cluster: SimCluster, node_name: str) -> None:
+        now = cluster.clock()
+        try:
+            if self.config.vgpu:
+                handshake_node(cluster, node_name, self.config.names, now, sleep=_no_sleep)
+            if self.config.gpu_sharing or self.config.gpu_number:
+                handshake_gpushare(cluster, node_name, now, sleep=_no_sleep)
+        except Exception as exc:  # the node side must never stop the simulation
+            self.reporter.warn(DeviceWarning(kind="Node", name=node_name, message=(
+                f"simulated device plugin on node {node_name} failed: {exc}")))
+
+
+def _no_sleep(seconds: float) -> None:
+    """Simulated time does not pass while the node side retries."""

@@ -1,0 +1,376 @@
+"""vGPU, HAMi-compatible: cards shared by slot count, memory (MiB) and cores (% of SMs).
+
+Cards come from the node's register annotation (Volcano colon format, or HAMi's JSON in the
+``hami`` profile); a malformed annotation makes the node deviceless with a warning naming it,
+duplicate UUIDs keep their first entry. Each container's request is fitted card by card in the
+policy's order, exactly as Volcano walks them (binpack: most used memory first; spread: fewest
+sharers first; ties and the unset policy by card index, the unset policy from the highest
+index down), charging every accepted card before the next container looks, so one pod never
+over-commits a card. The same fitting runs in the filter and at allocation, so what was
+filtered is what is written. The node score is Volcano's too: binpack adds each chosen card's
+fullness after the charge; spread only counts cards nobody used before the charge, which a
+charged card never is, so spread and the unset policy score 0 and nodes are ranked by the
+other scorers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from scheduler.api.node import NodeInfo
+from scheduler.api.resource import QuantityError, parse_quantity
+from scheduler.api.status import Status
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import TaskID
+from scheduler.devices.base import (
+    DeviceConfig,
+    DeviceError,
+    DeviceFit,
+    DeviceWarning,
+    Reporter,
+    task_annotations,
+)
+from scheduler.devices.codec import (
+    NVIDIA,
+    CodecError,
+    ContainerDevice,
+    RegisteredCard,
+    decode_pod_devices,
+    encode_pod_devices,
+    parse_register,
+)
+from scheduler.devices.names import VGpuNames
+from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest, vgpu_request
+
+__all__ = ["REASON_PREFIX", "VGpuCard", "VGpuDevices", "VGpuFamily"]
+
+NAME = "hamivgpu"
+REASON_PREFIX = "hami-vgpuDeviceSharing error"
+COL_USABLE = "vgpu.usable_cards"
+COL_FREE = "vgpu.max_free_memory"
+COL_CARDS = "vgpu.registered_cards"
+MAX_CORES = 100
+
+
+@dataclass(slots=True)
+class VGpuCard:
+    info: RegisteredCard
+    used_num: int = 0
+    used_mem: int = 0
+    used_cores: int = 0
+    groups: Counter[str] = field(default_factory=Counter)
+
+    def copy(self) -> VGpuCard:
+        return VGpuCard(self.info, self.used_num, self.used_mem, self.used_cores,
+                        Counter(self.groups))
+
+    @property
+    def free_memory(self) -> int:
+        return max(self.info.memory - self.used_mem, 0)
+
+    @property
+    def open(self) -> bool:
+        """Healthy with a free slot and cores left: could take at least some request."""
+        return (self.info.healthy and self.used_num < self.info.split
+                and self.used_cores < MAX_CORES)
+
+
+def _refusal(card: VGpuCard, need: VGpuContainerRequest, request: VGpuRequest) -> str | None:
+    """Why ``card`` cannot take one vGPU of ``need`` (None: it can)."""
+    info = card.info
+    if not info.healthy:
+        return "unhealthy"
+    if request.use_uuids and info.uuid not in request.use_uuids:
+        return "not in the allowed UUID list"
+    if info.uuid in request.nouse_uuids:
+        return "in the excluded UUID list"
+    card_type = info.type.lower()
+    # Volcano's checkGPUtype: an allow list, when given, is the whole rule (the deny list is
+    # not consulted then).
+    if request.use_types:
+        if not any(t in card_type for t in request.use_types):
+            return "type not allowed"
+    elif any(t in card_type for t in request.nouse_types):
+        return "type excluded"
+    if request.mode and request.mode != info.mode:
+        return f"mode is not {request.mode}"
+    if card.used_num >= info.split:
+        return "all share slots used"
+    if request.spread_group and card.groups.get(request.spread_group):
+        return "already used by the same PodGroup"
+    if card.free_memory < need.memory_on(info.memory):
+        return "insufficient memory"
+    if card.used_cores + need.cores > MAX_CORES:
+        return "insufficient cores"
+    if need.cores == MAX_CORES and card.used_num > 0:
+        return "exclusive use impossible on a shared card"
+    if card.used_cores >= MAX_CORES and need.cores == 0:
+        return "cores fully used"
+    return None
+
+
+@dataclass(slots=True)
+class _Plan:
+    containers: list[list[ContainerDevice]]
+    score: float
+
+
+@dataclass(slots=True)
+class VGpuDevices:
+    """One node's vGPU ledger (``NodeInfo.others["hamivgpu"]``)."""
+
+    node_name: str
+    cards: list[VGpuCard]
+    names: VGpuNames
+    policy: str = ""
+    reporter: Reporter | None = None
+    charges: dict[TaskID, tuple[tuple[str, int, int, str], ...]] = field(default_factory=dict)
+
+    def _card(self, uuid: str) -> VGpuCard | None:
+        return next((card for card in self.cards if card.info.uuid == uuid), None)
+
+    # -- accounting ---------------------------------------------------------------------
+    def add_task(self, task: TaskInfo) -> None:
+        annotations = task_annotations(task)
+        text = annotations.get(self.names.allocated) or annotations.get(self.names.to_allocate)
+        if not text or task.uid in self.charges:
+            return
+        try:
+            containers = decode_pod_devices(text, terminated=self.names.profile == "hami")
+        except CodecError as exc:
+            self._warn(task, f"pod {task.key} on node {self.node_name} has an unreadable vGPU "
+                             f"annotation ({exc}); its vGPU usage is not counted")
+            return
+        charges = []
+        for device in (d for container in containers for d in container):
+            if self._card(device.uuid) is None:
+                self._warn(task, f"pod {task.key} on node {self.node_name} holds vGPU card "
+                                 f"{device.uuid}, which the node no longer registers; that "
+                                 f"usage is ignored", reason="GPUIndexOutOfRange")
+                continue
+            charges.append((device.uuid, device.memory, device.cores, str(task.job)))
+        self._charge(task.uid, tuple(charges))
+
+    def sub_task(self, task: TaskInfo) -> None:
+        for uuid, memory, cores, group in self.charges.pop(task.uid, ()):
+            card = self._card(uuid)
+            if card is None:
+                continue
+            card.used_num -= 1
+            card.used_mem -= memory
+            card.used_cores -= cores
+            card.groups[group] -= 1
+            if card.groups[group] <= 0:
+                del card.groups[group]
+
+    def _charge(self, uid: TaskID, charges: tuple[tuple[str, int, int, str], ...]) -> None:
+        for uuid, memory, cores, group in charges:
+            card = self._card(uuid)
+            if card is None:
+                continue
+            card.used_num += 1
+            card.used_mem += memory
+            card.used_cores += cores
+            if group:
+                card.groups[group] += 1
+        self.charges[uid] = charges
+
+    def _warn(self, task: TaskInfo, message: str, *, reason: str = "DeviceWarning") -> None:
+        if self.reporter is not None:
+            self.reporter.warn(DeviceWarning(kind="Pod", name=task.name, namespace=task.namespace,
+                                             uid=str(task.uid), message=message, reason=reason))
+
+    # -- fitting ------------------------------------------------------------------------
+    def _order(self, cards: list[VGpuCard]) -> list[VGpuCard]:
+        """Volcano's ``sortedDeviceIndicesByPolicy``: no tie-break but the card index."""
+        if self.policy == "binpack":
+            return sorted(cards, key=lambda c: (-c.used_mem, c.info.index))
+        if self.policy == "spread":
+            return sorted(cards, key=lambda c: (c.used_num, c.info.index))
+        return sorted(cards, key=lambda c: c.info.index, reverse=True)
+
+    def _card_score(self, card: VGpuCard) -> float:
+        """Volcano's ``GPUScore`` of a card just charged with one vGPU: its spread bonus needs
+        a card without sharers, which a charged card never is, so only binpack scores."""
+        if self.policy == "binpack":
+            return 100.0 * min(card.used_mem / max(card.info.memory, 1), 1.0)
+        return 0.0
+
+    def _plan(self, request: VGpuRequest) -> _Plan | str:
+        work = [card.copy() for card in self.cards]
+        out: list[list[ContainerDevice]] = []
+        score = 0.0
+        for position, need in enumerate(request.containers):
+            if need is None:
+                out.append([])
+                continue
+            chosen: list[ContainerDevice] = []
+            refusals: Counter[str] = Counter()
+            for card in self._order(work):
+                if len(chosen) == need.number:
+                    break
+                reason = _refusal(card, need, request)
+                if reason is not None:
+                    refusals[reason] += 1
+                    continue
+                memory = need.memory_on(card.info.memory)
+                card.used_num += 1
+                card.used_mem += memory
+                card.used_cores += need.cores
+                if request.spread_group:
+                    card.groups[request.spread_group] += 1
+                score += self._card_score(card)
+                chosen.append(ContainerDevice(card.info.uuid, NVIDIA, memory, need.cores))
+            if len(chosen) < need.number:
+                return self._reason(request, position, need, len(chosen), refusals)
+            out.append(chosen)
+        return _Plan(out, score)
+
+    def _reason(self, request: VGpuRequest, position: int, need: VGpuContainerRequest,
+                found: int, refusals: Counter[str]) -> str:
+        name = (request.container_names[position] if position < len(request.container_names)
+                else str(position))
+        if not self.cards:
+            detail = "no vGPU cards registered"
+        else:
+            detail = ", ".join(f"{count} {why}" for why, count in sorted(refusals.items()))
+        return (f"{REASON_PREFIX}: node {self.node_name}: container {name!r} needs "
+                f"{need.describe()}, {found} of {len(self.cards)} card(s) fit ({detail})")
+
+    def filter_node(self, task: TaskInfo, request: VGpuRequest) -> DeviceFit:
+        plan = self._plan(request)
+        if isinstance(plan, str):
+            return DeviceFit(Status.unschedulable(plan))
+        return DeviceFit(score=plan.score)
+
+    def allocate(self, task: TaskInfo, request: VGpuRequest, *, now: float) -> dict[str, str]:
+        plan = self._plan(request)
+        if isinstance(plan, str):
+            raise DeviceError(plan)
+        self.sub_task(task)
+        self._charge(task.uid, tuple((d.uuid, d.memory, d.cores, str(task.job))
+                                     for container in plan.containers for d in container))
+        encoded = encode_pod_devices(plan.containers, terminated=self.names.profile == "hami")
+        seconds = str(int(now))
+        return {self.names.assigned_node: self.node_name, self.names.assigned_time: seconds,
+                self.names.allocated: encoded, self.names.to_allocate: encoded,
+                self.names.bind_phase: "allocating", self.names.bind_time: seconds}
+
+    def release(self, task: TaskInfo) -> tuple[str, ...]:
+        if task.bind_annotations.get(self.names.bind_phase) == "success":
+            return ()
+        return self.names.binding_keys
+
+    def queue_resources(self, task: TaskInfo) -> dict[str, float]:
+        """Volcano's ``AddQueueResource``: the MiB and % cores ``task`` holds on this node's
+        cards (milli units, like every scalar), for the queue's ``status.allocated``."""
+        charges = self.charges.get(task.uid)
+        if not charges:
+            return {}
+        return {self.names.memory: 1000.0 * sum(memory for _, memory, _, _ in charges),
+                self.names.cores: 1000.0 * sum(cores for _, _, cores, _ in charges)}
+
+    # -- summaries ----------------------------------------------------------------------
+    def summary(self) -> tuple[float, ...]:
+        usable = [card for card in self.cards if card.open]
+        return (float(len(usable)), float(max((c.free_memory for c in usable), default=0)),
+                float(len(self.cards)))
+
+    def status(self) -> str:
+        cards = ", ".join(f"{c.info.uuid}:{c.used_num}/{c.info.split} slots "
+                          f"{c.used_mem}/{c.info.memory}MiB {c.used_cores}% cores"
+                          for c in self.cards)
+        return f"{NAME} node {self.node_name}: {cards or 'no cards'}"
+
+    def clone(self) -> VGpuDevices:
+        return VGpuDevices(node_name=self.node_name, cards=[c.copy() for c in self.cards],
+                           names=self.names, policy=self.policy, reporter=self.reporter,
+                           charges=dict(self.charges))
+
+
+@dataclass(frozen=True, slots=True)
+class VGpuFamily:
+    config: DeviceConfig
+    reporter: Reporter
+    NAME: ClassVar[str] = NAME
+    COLUMNS: ClassVar[tuple[str, ...]] = (COL_USABLE, COL_FREE, COL_CARDS)
+
+    def _node_warning(self, node: str, message: str) -> None:
+        self.reporter.warn(DeviceWarning(kind="Node", name=node, message=message,
+                                         reason="InvalidDeviceRegistration"))
+
+    def _has_resources(self, node: NodeInfo) -> bool:
+        status = node.node.get("status") or {}
+        values = status.get("allocatable") or status.get("capacity") or {}
+        for name in self.config.names.node_resources:
+            try:
+                if parse_quantity(values.get(name, 0)) <= 0:
+                    return False
+            except QuantityError:
+                return False
+        return True
+
+    def build(self, node: NodeInfo) -> VGpuDevices | None:
+        names = self.config.names
+        text = node.annotations.get(names.register)
+        if text is None or not self._has_resources(node):
+            return None
+        try:
+            registered = parse_register(str(text), json_format=names.register_json)
+        except CodecError as exc:
+            self._node_warning(node.name, f"node {node.name} has a malformed {names.register} "
+                                          f"annotation ({exc}); it is treated as having no vGPU")
+            return None
+        cards: list[VGpuCard] = []
+        seen: set[str] = set()
+        for info in registered:
+            if info.uuid in seen:
+                self._node_warning(node.name, f"node {node.name} registers GPU {info.uuid} more "
+                                              f"than once; only the first entry is used")
+                continue
+            seen.add(info.uuid)
+            cards.append(VGpuCard(info))
+        return VGpuDevices(node_name=node.name, cards=cards, names=names,
+                           policy=self.config.policy, reporter=self.reporter)
+
+    def parse_request(self, task: TaskInfo) -> VGpuRequest | None:
+        return vgpu_request(task, self.config.names)
+
+    def vector_fit(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        mask = columns[COL_USABLE] >= request.max_number
+        if request.max_memory:
+            mask &= columns[COL_FREE] >= request.max_memory
+        return np.asarray(mask)
+
+    def vector_reasons(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]
+                       ) -> list[tuple[np.ndarray, str]]:
+        out = [(columns[COL_CARDS] <= 0, f"{REASON_PREFIX}: node(s) had no registered vGPU "
+                                         f"card ({self.config.names.register})"),
+               (columns[COL_USABLE] < request.max_number,
+                f"{REASON_PREFIX}: node(s) had fewer than {request.max_number} shareable vGPU "
+                f"card(s)")]
+        if request.max_memory:
+            out.append((columns[COL_FREE] < request.max_memory,
+                        f"{REASON_PREFIX}: no vGPU card of the node has {request.max_memory} "
+                        f"MiB free"))
+        return out
+
+    def lock_name(self, request: VGpuRequest) -> str | None:
+        return self.config.names.lock if self.config.node_lock else None
+
+    @property
+    def binding_keys(self) -> tuple[str, ...]:
+        return self.config.names.binding_keys
+
+    @property
+    def ignored_resources(self) -> frozenset[str]:
+        return self.config.names.ignored_resources
+
+    @property
+    def resource_dims(self) -> frozenset[str]:
+        return frozenset({self.config.names.count})
