@@ -6,8 +6,8 @@ plugin's constructor; here it is explicit. :func:`device_support` reads the conf
 what it needs: the builder of ``NodeInfo.others`` (each node's ledgers, rebuilt from bound
 pods' annotations), the per-device resource names the generic resource model must not sum,
 and the extra node-table dimensions. With ``NodeLockEnable`` it adds the node lock around
-each device pod's bind. In the embedded cluster it also plays the node side: a simulated
-device plugin that completes the handshake after each bind and releases the lock.
+each device pod's bind. The embedded cluster's node side (a simulated device plugin) is in
+:mod:`scheduler.cluster.simdevices`.
 """
 
 from __future__ import annotations
@@ -27,18 +27,15 @@ from scheduler.devices.base import (
     DeviceConfig,
     DeviceFamily,
     DeviceRequestError,
-    DeviceWarning,
     Reporter,
     config_from_args,
     lock_owner,
 )
-from scheduler.devices.node.handshake import handshake_gpushare, handshake_node
 from scheduler.devices.node.nodelock import NodeAccess, NodeLocker, NodeLockError
 from scheduler.devices.registry import NodeDevicesBuilder, enabled_families
 
 if TYPE_CHECKING:
     from scheduler.cache.cache import SchedulerCache
-    from scheduler.cluster.sim import SimCluster
 
 __all__ = ["DeviceSupport", "NodeLockHooks", "device_config", "device_support",
            "with_device_plugin"]
@@ -157,42 +154,9 @@ class DeviceSupport:
         cache.pre_bind_hooks.append(hooks.before_bind)
         cache.post_bind_hooks.append(hooks.after_bind)
 
-    def install_node_side(self, cluster: SimCluster) -> None:
-        """Run a simulated device plugin on the node after each bind."""
-        if not self.families:
-            return
-        plugin = SimulatedDevicePlugin(self.config, self.reporter)
-        cluster.node_side_hooks.append(plugin)
-
 
 def device_support(conf: SchedulerConf, *, reporter: Reporter | None = None) -> DeviceSupport:
     config = device_config(conf)
     reporter = reporter or Reporter()
     families = enabled_families(config, reporter) if config.any_enabled else []
     return DeviceSupport(config=config, families=families, reporter=reporter)
-
-
-# -- the simulated node side ---------------------------------------------------------------
-@dataclass(slots=True)
-class SimulatedDevicePlugin:
-    """What a node's device plugins do once kubelet admits a device pod: the node side of the
-    handshake (:mod:`scheduler.devices.node.handshake`) for vGPU and for GPU share, which marks
-    the pod served and releases the node lock so the next device pod can come."""
-
-    config: DeviceConfig
-    reporter: Reporter
-
-    def __call__(self, cluster: SimCluster, node_name: str) -> None:
-        now = cluster.clock()
-        try:
-            if self.config.vgpu:
-                handshake_node(cluster, node_name, self.config.names, now, sleep=_no_sleep)
-            if self.config.gpu_sharing or self.config.gpu_number:
-                handshake_gpushare(cluster, node_name, now, sleep=_no_sleep)
-        except Exception as exc:  # the node side must never stop the simulation
-            self.reporter.warn(DeviceWarning(kind="Node", name=node_name, message=(
-                f"simulated device plugin on node {node_name} failed: {exc}")))
-
-
-def _no_sleep(seconds: float) -> None:
-    """Simulated time does not pass while the node side retries."""

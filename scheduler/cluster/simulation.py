@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimClock, SimCluster
+from scheduler.cluster.simdevices import install_simulated_device_plugin
 from scheduler.conf import SchedulerConf
 from scheduler.deviceconf import device_support
 from scheduler.loop import CycleStats, Scheduler
@@ -86,7 +87,7 @@ def _load(
         writer=cluster, scheduler_names=scheduler_names, clock=clock, **devices.cache_options()
     )
     devices.install(cache, access=cluster, clock=clock, sleep=lambda seconds: None)
-    devices.install_node_side(cluster)
+    install_simulated_device_plugin(cluster, devices)
     if setup is not None:
         setup(cluster, cache)
     cluster.replay_into(cache.apply)

@@ -20,6 +20,7 @@ from scheduler.cache.cache import SchedulerCache
 from scheduler.cache.interface import WriteError
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
+from scheduler.cluster.simdevices import install_simulated_device_plugin
 from scheduler.conf import SchedulerConf, parse_conf
 from scheduler.deviceconf import device_support
 from scheduler.loop import Scheduler
@@ -44,7 +45,7 @@ class World:
         self.cluster.load([Manifest("g", gpu_node("g1", cards=GPU_CARDS,
                                                    card_memory=GPU_CARD_MEMORY)),
                            Manifest("v", vgpu_node("v1", cards))])
-        device_support(self.conf).install_node_side(self.cluster)
+        install_simulated_device_plugin(self.cluster, device_support(self.conf))
         self.restart()
 
     def restart(self) -> None:
