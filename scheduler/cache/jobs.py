@@ -18,18 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import PodGroup
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, QueueID, TaskID
 
-if TYPE_CHECKING:
-    from scheduler.cache.cache import SchedulerCache
-    from scheduler.cache.snapshot import PoolRefresh
-
-__all__ = ["JobChanges", "assemble_jobs"]
+__all__ = ["JobChanges", "JobPool", "JobSource", "JobsRefresh", "assemble_jobs"]
 
 
 @dataclass(slots=True)
@@ -62,11 +58,64 @@ class JobChanges:
         self.walk = False
 
 
+class JobPool(Protocol):
+    """What the jobs read and keep of the cache's snapshot pool
+    (:class:`~scheduler.cache.snapshot.SnapshotPool`)."""
+
+    active: set[JobID]
+
+    @property
+    def job_changes(self) -> JobChanges: ...
+
+    @property
+    def steady(self) -> set[JobID]: ...
+
+
+class JobSource(Protocol):
+    """What the jobs read of the cache (:class:`~scheduler.cache.cache.SchedulerCache`)."""
+
+    orphans: list[JobID]
+
+    @property
+    def pool(self) -> JobPool: ...
+
+    @property
+    def tasks(self) -> Mapping[TaskID, TaskInfo]: ...
+
+    @property
+    def tasks_by_job(self) -> Mapping[JobID, Any]: ...
+
+    @property
+    def podgroups(self) -> Mapping[JobID, PodGroup]: ...
+
+    @property
+    def queues(self) -> Mapping[QueueID, Any]: ...
+
+    def job_priority(self, podgroup: PodGroup) -> int: ...
+
+
+class JobsRefresh(Protocol):
+    """What the jobs read of one snapshot's refresh
+    (:class:`~scheduler.cache.snapshot.PoolRefresh`)."""
+
+    @property
+    def jobs(self) -> dict[JobID, JobInfo]: ...
+
+    @property
+    def renewed_jobs(self) -> set[JobID]: ...
+
+    @property
+    def entered(self) -> set[JobID]: ...
+
+    @property
+    def left(self) -> set[JobID]: ...
+
+
 def assemble_jobs(
-    cache: SchedulerCache,
+    cache: JobSource,
     clones: Mapping[TaskID, TaskInfo],
     *,
-    refreshed: PoolRefresh | None,
+    refreshed: JobsRefresh | None,
     previous: dict[JobID, JobInfo] | None,
 ) -> tuple[dict[JobID, JobInfo], list[JobID] | None]:
     """The snapshot's jobs (see the module docstring) and the ones not settled, in order
@@ -99,7 +148,7 @@ def assemble_jobs(
     return jobs, active
 
 
-def _walk(cache: SchedulerCache, *, refreshed: PoolRefresh | None,
+def _walk(cache: JobSource, *, refreshed: JobsRefresh | None,
           fresh: list[JobInfo]) -> dict[JobID, JobInfo]:
     jobs: dict[JobID, JobInfo] = {}
     cache.orphans = []
@@ -114,8 +163,8 @@ def _walk(cache: SchedulerCache, *, refreshed: PoolRefresh | None,
     return jobs
 
 
-def _from_previous(cache: SchedulerCache, previous: dict[JobID, JobInfo], *,
-                   refreshed: PoolRefresh, fresh: list[JobInfo]) -> dict[JobID, JobInfo]:
+def _from_previous(cache: JobSource, previous: dict[JobID, JobInfo], *,
+                   refreshed: JobsRefresh, fresh: list[JobInfo]) -> dict[JobID, JobInfo]:
     """The last snapshot's dict, changed in place (its session is over): deleted PodGroups
     out, every job that is not settled renewed where it stands, new PodGroups appended."""
     changes = cache.pool.job_changes
@@ -147,8 +196,8 @@ def _from_previous(cache: SchedulerCache, previous: dict[JobID, JobInfo], *,
     return jobs
 
 
-def _job(cache: SchedulerCache, uid: JobID, podgroup: PodGroup,
-         refreshed: PoolRefresh | None, fresh: list[JobInfo]) -> JobInfo | None:
+def _job(cache: JobSource, uid: JobID, podgroup: PodGroup,
+         refreshed: JobsRefresh | None, fresh: list[JobInfo]) -> JobInfo | None:
     """The job of ``podgroup`` for this snapshot, or None (and an orphan) without its queue."""
     if QueueID(podgroup.queue) not in cache.queues:
         cache.orphans.append(uid)
