@@ -65,6 +65,13 @@ class FitErrors:
     error: str = ""
     """A task-level reason (e.g. a failed pre-predicate) that applies to every node."""
 
+    @classmethod
+    def for_pod(cls, nodes: int, reason: str) -> FitErrors:
+        """A reason about the pod itself (a failed pre-predicate: a request that can never be
+        honoured), the same on every node. Volcano counts it once per node (``2 pod default/x
+        requests …``); here it is said once, after the same ``0/N nodes are unavailable:``."""
+        return cls(nodes=nodes, error=f"0/{nodes} nodes are unavailable: {reason}.")
+
     def add(self, reason: str, count: int = 1) -> None:
         if count > 0:
             self.reasons[reason] += count

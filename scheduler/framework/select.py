@@ -42,8 +42,7 @@ def feasible_nodes(
     total = len(table)
     status = session.pre_predicate(task)
     if status is not None:
-        errors = FitErrors(nodes=total)
-        errors.add(status.message or "pre-predicate failed", max(total, 1))
+        errors = FitErrors.for_pod(total, status.message or "pre-predicate failed")
         return np.empty(0, dtype=np.intp), errors
     mask = table.fit_mask(task.init_resreq) if check_resources else np.ones(total, dtype=bool)
     if mask.any():

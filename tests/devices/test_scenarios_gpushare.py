@@ -133,7 +133,7 @@ def test_unusable_gpu_request_is_unschedulable_with_reason(limits: dict, words: 
                    conf=gpushare_conf(number="number" in limits))
     assert run.node_of("bad") is None
     reason = run.reason("bad")
-    assert reason.startswith("0/1 nodes are unavailable: 1 pod default/bad")
+    assert reason.startswith("0/1 nodes are unavailable: pod default/bad")
     assert words in reason
 
 

@@ -17,6 +17,14 @@ def test_fit_errors_message_shape() -> None:
     assert str(FitErrors(nodes=2, error="queue q is overused")) == "queue q is overused"
 
 
+def test_a_reason_about_the_pod_is_said_once_not_counted_per_node() -> None:
+    """A failed pre-predicate is about the pod: Volcano's ``allocate.go`` sets it on every node
+    and ``FitErrors.Error`` glues the count to it (``2 pod default/x requests …``); it is said
+    once here, after the same prefix."""
+    errors = FitErrors.for_pod(2, "pod default/x requests both a and b")
+    assert str(errors) == "0/2 nodes are unavailable: pod default/x requests both a and b."
+
+
 def _task(name: str, status: TaskStatus = TaskStatus.PENDING) -> TaskInfo:
     return TaskInfo(
         uid=TaskID(name),
