@@ -1,9 +1,13 @@
 """Encoders and decoders for the device annotations exchanged with node-side plugins.
 
-Every annotation is untrusted text written by another program (or a person), so decoders are
-strict and raise :class:`CodecError` with a message naming the offending entry; callers decide
-whether that makes a node deviceless, a pod's binding failed, or only a warning. Encoders
-produce exactly the byte layout the Volcano / HAMi device plugins parse.
+Every annotation is untrusted text written by another program (or a person). The strict
+decoders raise :class:`CodecError` with a message naming the offending entry; callers decide
+whether that makes a node deviceless or a pod's binding failed. What a *bound* pod holds is
+read by the tolerant readers (:func:`read_pod_devices`, :func:`read_index_list`), which keep
+every entry that parses and say why each other one was left out, as Volcano's
+``decodeContainerDevices`` skips only the bad entry: one broken entry must not free the cards
+the others hold. Encoders produce exactly the byte layout the Volcano / HAMi device plugins
+parse.
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ from typing import Any
 __all__ = [
     "CodecError",
     "ContainerDevice",
+    "HeldDevices",
+    "ReadIndices",
     "RegisteredCard",
     "decode_index_list",
     "decode_pod_devices",
     "duplicate_uuids",
     "encode_pod_devices",
     "parse_register",
+    "read_index_list",
+    "read_pod_devices",
 ]
 
 NVIDIA = "NVIDIA"
@@ -100,6 +108,36 @@ def decode_index_list(text: str) -> list[int]:
     if not text.strip() or any(not p for p in parts):
         raise CodecError(f"card index list {text!r} is empty or has an empty item")
     return [_int(p, f"card index {p!r}") for p in parts]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadIndices:
+    """A card index list read item by item: the indices that parse, and the items left out."""
+
+    indices: tuple[int, ...]
+    skipped: tuple[str, ...]
+    """One message per item left out, naming it."""
+
+
+def read_index_list(text: str) -> ReadIndices:
+    """:func:`decode_index_list` that keeps every readable index (Volcano's ``GetGPUIndex``
+    drops the whole list for one bad item, which frees the cards the good items name)."""
+    indices: list[int] = []
+    skipped: list[str] = []
+    parts = text.split(",")
+    for position, part in enumerate(parts):
+        item = part.strip()
+        if not item:
+            if text.strip():
+                skipped.append(f"item {position} is empty")
+            continue
+        try:
+            indices.append(_int(item, f"item {position}"))
+        except CodecError as exc:
+            skipped.append(str(exc))
+    if not indices and not skipped:
+        skipped.append("no card index")
+    return ReadIndices(tuple(indices), tuple(skipped))
 
 
 # -- node registration ---------------------------------------------------------------------
@@ -213,13 +251,17 @@ def encode_pod_devices(containers: Sequence[Sequence[ContainerDevice]], *,
     return "".join(p + ";" for p in parts) if terminated else ";".join(parts)
 
 
-def decode_pod_devices(text: str, *, terminated: bool = False) -> list[list[ContainerDevice]]:
-    """The inverse of :func:`encode_pod_devices`; empty containers stay as empty lists."""
+def _segments(text: str, terminated: bool) -> list[str]:
     segments = text.split(";")
     if terminated and len(segments) > 1 and segments[-1] == "":
         segments.pop()
+    return segments
+
+
+def decode_pod_devices(text: str, *, terminated: bool = False) -> list[list[ContainerDevice]]:
+    """The inverse of :func:`encode_pod_devices`; empty containers stay as empty lists."""
     containers: list[list[ContainerDevice]] = []
-    for c, segment in enumerate(segments):
+    for c, segment in enumerate(_segments(text, terminated)):
         devices = []
         for entry in segment.split(":"):
             if not entry.strip():
@@ -235,3 +277,51 @@ def decode_pod_devices(text: str, *, terminated: bool = False) -> list[list[Cont
                 cores=_int(fields[3], f"cores of device {uuid}")))
         containers.append(devices)
     return containers
+
+
+@dataclass(frozen=True, slots=True)
+class HeldDevices:
+    """A pod's device list read entry by entry (:func:`read_pod_devices`)."""
+
+    containers: tuple[tuple[ContainerDevice, ...], ...]
+    skipped: tuple[str, ...]
+    """One message per entry left out, naming its container and its text."""
+
+    @property
+    def devices(self) -> tuple[ContainerDevice, ...]:
+        return tuple(device for container in self.containers for device in container)
+
+
+def _held_entry(entry: str, container: int) -> ContainerDevice:
+    fields = entry.split(",")
+    if len(fields) < 4 or not fields[0].strip():
+        raise CodecError(f"container {container} entry {entry!r} is not "
+                         f"UUID,Type,usedMemMiB,usedCores")
+    uuid = fields[0].strip()
+    where = f"container {container} entry {entry!r}"
+    return ContainerDevice(uuid=uuid, type=fields[1].strip(),
+                           memory=_int(fields[2], f"{where}: memory"),
+                           cores=_int(fields[3], f"{where}: cores"))
+
+
+def read_pod_devices(text: str, *, terminated: bool = False) -> HeldDevices:
+    """What a bound pod's device annotation records, every readable entry of it.
+
+    Volcano's ``decodeContainerDevices`` skips an entry with fewer than four fields or a memory
+    or cores value that is not an unsigned integer, and keeps the others (fields past the
+    fourth are ignored, as there); here every skipped entry is also reported. Containers keep
+    their positions.
+    """
+    containers: list[tuple[ContainerDevice, ...]] = []
+    skipped: list[str] = []
+    for c, segment in enumerate(_segments(text, terminated)):
+        devices = []
+        for entry in segment.split(":"):
+            if not entry.strip():
+                continue
+            try:
+                devices.append(_held_entry(entry, c))
+            except CodecError as exc:
+                skipped.append(str(exc))
+        containers.append(tuple(devices))
+    return HeldDevices(tuple(containers), tuple(skipped))

@@ -9,7 +9,9 @@ opening a card a big pod may need), ``spread`` the emptiest card and node; lowes
 ties. Number mode takes the lowest-index whole cards nobody uses. The choice travels as
 ``volcano.sh/gpu-index`` (comma list in number mode) with ``volcano.sh/predicate-time``, and
 the ledger is rebuilt from those annotations of bound pods. A recorded index the node no
-longer has is reported (pod, node, index) and never charged, and never chosen again.
+longer has is reported (pod, node, index) and never charged, and never chosen again; a bad
+item of the index list is reported and left out, the other cards stay charged, and bound pods
+that together exceed a card's memory are all counted, with one warning naming card and pods.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from scheduler.devices.base import (
     Reporter,
     task_annotations,
 )
-from scheduler.devices.codec import CodecError, decode_index_list
+from scheduler.devices.codec import CodecError, decode_index_list, read_index_list
 from scheduler.devices.names import (
     GPU_INDEX,
     GPU_MEMORY,
@@ -52,6 +54,8 @@ COL_MAX_FREE = "gpushare.max_free_memory"
 COL_IDLE = "gpushare.idle_cards"
 COL_MAX_CARD = "gpushare.max_card_memory"
 COL_HEALTHY = "gpushare.healthy_cards"
+INVALID_ANNOTATION = "InvalidDeviceAnnotation"
+OVERBOOKED = "DeviceOverbooked"
 
 
 @dataclass(slots=True)
@@ -76,6 +80,8 @@ class GpuShareDevices:
     policy: str = ""
     reporter: Reporter | None = None
     charges: dict[TaskID, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    pods: dict[TaskID, str] = field(default_factory=dict)
+    """The namespace/name of each pod charged here (named when a card is overbooked)."""
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -83,18 +89,26 @@ class GpuShareDevices:
         text = annotations.get(GPU_INDEX)
         if text is None or task.uid in self.charges:
             return
-        try:
-            indices = decode_index_list(text)
-        except CodecError as exc:
-            self._warn(task, f"pod {task.key} on node {self.node_name} has an unreadable "
-                             f"{GPU_INDEX} annotation: {exc}; its GPU usage is not counted")
+        where = f"pod {task.key} on node {self.node_name}"
+        read = read_index_list(text)
+        if not read.indices:
+            self._warn(task, f"{where} has an unreadable {GPU_INDEX} annotation "
+                             f"({'; '.join(read.skipped)}); its GPU usage is not counted",
+                       reason=INVALID_ANNOTATION)
             return
+        if read.skipped:
+            self._warn(task, f"{where}: annotation {GPU_INDEX} {text!r}: "
+                             f"{'; '.join(read.skipped)}; that item is not counted, cards "
+                             f"{','.join(map(str, read.indices))} are", reason=INVALID_ANNOTATION)
         try:
             request = gpushare_request(task, sharing=True, number=True)
-        except ValueError:
+        except ValueError as exc:
             request = None
+            self._warn(task, f"{where} holds cards ({GPU_INDEX}) but its GPU request is not "
+                             f"valid ({exc}); each card it holds is counted whole",
+                       reason=INVALID_ANNOTATION)
         charges = []
-        for index in dict.fromkeys(indices):
+        for index in dict.fromkeys(read.indices):
             if index >= len(self.cards):
                 self._warn(task, f"pod {task.key} on node {self.node_name} records GPU index "
                                  f"{index} but the node has {len(self.cards)} card(s); that "
@@ -103,19 +117,39 @@ class GpuShareDevices:
             card = self.cards[index]
             whole = request is None or not request.memory
             charges.append((index, card.memory if whole else request.memory))  # type: ignore[union-attr]
-        self._charge(task.uid, tuple(charges))
+        before = {index: self.cards[index].used > self.cards[index].memory
+                  for index, _ in charges}
+        self._charge(task, tuple(charges))
+        for index, over in before.items():
+            if not over:
+                self._report_overbooked(index)
+
+    def _report_overbooked(self, index: int) -> None:
+        card = self.cards[index]
+        if card.used <= card.memory or self.reporter is None:
+            return
+        pods = sorted(self.pods[uid] for uid, charges in self.charges.items()
+                      if uid in self.pods and any(i == index for i, _ in charges))
+        self.reporter.warn(DeviceWarning(
+            kind="Node", name=self.node_name, reason=OVERBOOKED,
+            message=f"node {self.node_name}: GPU card {index} is overbooked by the pods bound "
+                    f"to it (memory {card.used}/{card.memory}; pods {', '.join(pods)}); every "
+                    f"pod keeps its usage, so the card takes no new pod until enough of them "
+                    f"end"))
 
     def sub_task(self, task: TaskInfo) -> None:
+        self.pods.pop(task.uid, None)
         for index, memory in self.charges.pop(task.uid, ()):
             card = self.cards[index]
             card.used -= memory
             card.holders -= 1
 
-    def _charge(self, uid: TaskID, charges: tuple[tuple[int, int], ...]) -> None:
+    def _charge(self, task: TaskInfo, charges: tuple[tuple[int, int], ...]) -> None:
         for index, memory in charges:
             self.cards[index].used += memory
             self.cards[index].holders += 1
-        self.charges[uid] = charges
+        self.charges[task.uid] = charges
+        self.pods[task.uid] = task.key
 
     def _warn(self, task: TaskInfo, message: str, *, reason: str = "DeviceWarning") -> None:
         if self.reporter is not None:
@@ -187,7 +221,7 @@ class GpuShareDevices:
             cards = self._idle_cards()[:request.number]
             charges = tuple((card.index, card.memory) for card in cards)
         self.sub_task(task)
-        self._charge(task.uid, charges)
+        self._charge(task, charges)
         return {GPU_INDEX: ",".join(str(index) for index, _ in charges),
                 PREDICATE_TIME: str(int(Decimal(repr(now)) * 1_000_000_000))}
 
@@ -211,7 +245,7 @@ class GpuShareDevices:
         return GpuShareDevices(
             node_name=self.node_name, policy=self.policy, reporter=self.reporter,
             cards=[GpuCard(c.index, c.memory, c.used, c.holders, c.healthy) for c in self.cards],
-            charges=dict(self.charges))
+            charges=dict(self.charges), pods=dict(self.pods))
 
 
 def _node_quantity(node: Mapping[str, object], name: str) -> int:

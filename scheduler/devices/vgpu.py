@@ -11,6 +11,11 @@ filtered is what is written. The node score is Volcano's too: binpack adds each 
 fullness after the charge; spread only counts cards nobody used before the charge, which a
 charged card never is, so spread and the unset policy score 0 and nodes are ranked by the
 other scorers.
+
+What bound pods hold is read from their device lists entry by entry (:func:`.usage.vgpu_record`):
+a bad entry is reported and left out, the others stay charged. Bound pods are charged as they
+are even when together they exceed a card (memory, cores or share count); the node then gets
+one warning naming the card and the pods, and the card takes no new pod.
 """
 
 from __future__ import annotations
@@ -40,12 +45,12 @@ from scheduler.devices.codec import (
     CodecError,
     ContainerDevice,
     RegisteredCard,
-    decode_pod_devices,
     encode_pod_devices,
     parse_register,
 )
 from scheduler.devices.names import VGpuNames
 from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest, vgpu_request
+from scheduler.devices.usage import VGpuRecord, vgpu_record
 
 __all__ = ["REASON_PREFIX", "VGpuCard", "VGpuDevices", "VGpuFamily"]
 
@@ -55,6 +60,8 @@ COL_USABLE = "vgpu.usable_cards"
 COL_FREE = "vgpu.max_free_memory"
 COL_CARDS = "vgpu.registered_cards"
 MAX_CORES = 100
+INVALID_ANNOTATION = "InvalidDeviceAnnotation"
+OVERBOOKED = "DeviceOverbooked"
 
 
 @dataclass(slots=True)
@@ -130,33 +137,75 @@ class VGpuDevices:
     policy: str = ""
     reporter: Reporter | None = None
     charges: dict[TaskID, tuple[tuple[str, int, int, str], ...]] = field(default_factory=dict)
+    pods: dict[TaskID, str] = field(default_factory=dict)
+    """The namespace/name of each pod charged here (named when a card is overbooked)."""
 
     def _card(self, uuid: str) -> VGpuCard | None:
         return next((card for card in self.cards if card.info.uuid == uuid), None)
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
-        annotations = task_annotations(task)
-        text = annotations.get(self.names.allocated) or annotations.get(self.names.to_allocate)
-        if not text or task.uid in self.charges:
+        if task.uid in self.charges:
             return
-        try:
-            containers = decode_pod_devices(text, terminated=self.names.profile == "hami")
-        except CodecError as exc:
-            self._warn(task, f"pod {task.key} on node {self.node_name} has an unreadable vGPU "
-                             f"annotation ({exc}); its vGPU usage is not counted")
+        record = vgpu_record(task_annotations(task), self.names)
+        if record is None:
             return
+        self._report_record(task, record)
         charges = []
-        for device in (d for container in containers for d in container):
+        for device in record.held.devices:
             if self._card(device.uuid) is None:
                 self._warn(task, f"pod {task.key} on node {self.node_name} holds vGPU card "
                                  f"{device.uuid}, which the node no longer registers; that "
                                  f"usage is ignored", reason="GPUIndexOutOfRange")
                 continue
             charges.append((device.uuid, device.memory, device.cores, str(task.job)))
-        self._charge(task.uid, tuple(charges))
+        before = {uuid: self._excess(card) for uuid in dict.fromkeys(c[0] for c in charges)
+                  if (card := self._card(uuid)) is not None}
+        self._charge(task, tuple(charges))
+        for uuid, excess in before.items():
+            if not excess:
+                self._report_overbooked(uuid)
+
+    def _report_record(self, task: TaskInfo, record: VGpuRecord) -> None:
+        """Warn about every part of the pod's vGPU annotations that is not counted."""
+        where = f"pod {task.key} on node {self.node_name}"
+        for key, why in record.unreadable:
+            then = (f"its {record.key} is counted instead" if record.key
+                    else "its vGPU usage is not counted")
+            self._warn(task, f"{where}: annotation {key} has no readable entry "
+                             f"({'; '.join(why)}); {then}", reason=INVALID_ANNOTATION)
+        if record.held.skipped:
+            self._warn(task, f"{where}: annotation {record.key}: "
+                             f"{'; '.join(record.held.skipped)}; that entry is not counted, the "
+                             f"others are", reason=INVALID_ANNOTATION)
+
+    def _excess(self, card: VGpuCard) -> list[str]:
+        """What the pods on ``card`` hold beyond it (bound pods may come in that way)."""
+        info = card.info
+        out = []
+        if card.used_mem > info.memory:
+            out.append(f"memory {card.used_mem}/{info.memory} MiB")
+        if card.used_cores > MAX_CORES:
+            out.append(f"cores {card.used_cores}/{MAX_CORES}%")
+        if card.used_num > info.split:
+            out.append(f"shares {card.used_num}/{info.split}")
+        return out
+
+    def _report_overbooked(self, uuid: str) -> None:
+        card = self._card(uuid)
+        excess = self._excess(card) if card is not None else []
+        if not excess or self.reporter is None:
+            return
+        pods = sorted(self.pods[uid] for uid, charges in self.charges.items()
+                      if uid in self.pods and any(c[0] == uuid for c in charges))
+        self.reporter.warn(DeviceWarning(
+            kind="Node", name=self.node_name, reason=OVERBOOKED,
+            message=f"node {self.node_name}: vGPU card {uuid} is overbooked by the pods bound "
+                    f"to it ({', '.join(excess)}; pods {', '.join(pods)}); every pod keeps its "
+                    f"usage, so the card takes no new pod until enough of them end"))
 
     def sub_task(self, task: TaskInfo) -> None:
+        self.pods.pop(task.uid, None)
         for uuid, memory, cores, group in self.charges.pop(task.uid, ()):
             card = self._card(uuid)
             if card is None:
@@ -168,7 +217,7 @@ class VGpuDevices:
             if card.groups[group] <= 0:
                 del card.groups[group]
 
-    def _charge(self, uid: TaskID, charges: tuple[tuple[str, int, int, str], ...]) -> None:
+    def _charge(self, task: TaskInfo, charges: tuple[tuple[str, int, int, str], ...]) -> None:
         for uuid, memory, cores, group in charges:
             card = self._card(uuid)
             if card is None:
@@ -178,7 +227,8 @@ class VGpuDevices:
             card.used_cores += cores
             if group:
                 card.groups[group] += 1
-        self.charges[uid] = charges
+        self.charges[task.uid] = charges
+        self.pods[task.uid] = task.key
 
     def _warn(self, task: TaskInfo, message: str, *, reason: str = "DeviceWarning") -> None:
         if self.reporter is not None:
@@ -253,8 +303,8 @@ class VGpuDevices:
         if isinstance(plan, str):
             raise DeviceError(plan)
         self.sub_task(task)
-        self._charge(task.uid, tuple((d.uuid, d.memory, d.cores, str(task.job))
-                                     for container in plan.containers for d in container))
+        self._charge(task, tuple((d.uuid, d.memory, d.cores, str(task.job))
+                                 for container in plan.containers for d in container))
         encoded = encode_pod_devices(plan.containers, terminated=self.names.profile == "hami")
         seconds = str(int(now))
         return {self.names.assigned_node: self.node_name, self.names.assigned_time: seconds,
@@ -290,7 +340,7 @@ class VGpuDevices:
     def clone(self) -> VGpuDevices:
         return VGpuDevices(node_name=self.node_name, cards=[c.copy() for c in self.cards],
                            names=self.names, policy=self.policy, reporter=self.reporter,
-                           charges=dict(self.charges))
+                           charges=dict(self.charges), pods=dict(self.pods))
 
 
 @dataclass(frozen=True, slots=True)
