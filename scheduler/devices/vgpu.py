@@ -64,6 +64,12 @@ INVALID_ANNOTATION = "InvalidDeviceAnnotation"
 OVERBOOKED = "DeviceOverbooked"
 
 
+def _present(group: str, memory: int, cores: int) -> bool:
+    """Whether a pod's vGPU on a card counts for its PodGroup's spread policy: Volcano's
+    ``deviceHasPodFromSameGroup`` ignores a same-group pod that holds 0 MiB and 0 cores."""
+    return bool(group) and (memory > 0 or cores > 0)
+
+
 @dataclass(slots=True)
 class VGpuCard:
     info: RegisteredCard
@@ -213,9 +219,10 @@ class VGpuDevices:
             card.used_num -= 1
             card.used_mem -= memory
             card.used_cores -= cores
-            card.groups[group] -= 1
-            if card.groups[group] <= 0:
-                del card.groups[group]
+            if _present(group, memory, cores):
+                card.groups[group] -= 1
+                if card.groups[group] <= 0:
+                    del card.groups[group]
 
     def _charge(self, task: TaskInfo, charges: tuple[tuple[str, int, int, str], ...]) -> None:
         for uuid, memory, cores, group in charges:
@@ -225,7 +232,7 @@ class VGpuDevices:
             card.used_num += 1
             card.used_mem += memory
             card.used_cores += cores
-            if group:
+            if _present(group, memory, cores):
                 card.groups[group] += 1
         self.charges[task.uid] = charges
         self.pods[task.uid] = task.key
@@ -272,7 +279,7 @@ class VGpuDevices:
                 card.used_num += 1
                 card.used_mem += memory
                 card.used_cores += need.cores
-                if request.spread_group:
+                if _present(request.spread_group, memory, need.cores):
                     card.groups[request.spread_group] += 1
                 score += self._card_score(card)
                 chosen.append(ContainerDevice(card.info.uuid, NVIDIA, memory, need.cores))
