@@ -4,7 +4,8 @@
 over the resources the pod requests that carry a weight (cpu, memory and the names listed in
 ``binpack.resources``). A resource the node does not have adds 0 but its weight still counts;
 a node that would overflow any weighted resource scores 0. A negative resource weight counts
-as 1, as in Volcano.
+as 1, as in Volcano; a negative ``binpack.weight`` turns the score around (the emptiest nodes
+win), as in Volcano. Both are warned about at conf load.
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import structlog
 
 from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE
 from scheduler.api.task import TaskInfo
-from scheduler.framework.arguments import ArgumentError, arg, extra_args
+from scheduler.framework.arguments import (
+    arg,
+    extra_args,
+    is_go_int,
+    negative_weights,
+    note,
+    notes_field,
+    wrong_type,
+)
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
@@ -25,16 +33,6 @@ from scheduler.framework.plugin import PluginBase
 __all__ = ["Binpack", "BinpackArgs"]
 
 _PREFIX = "binpack.resources."
-
-log = structlog.get_logger("lahar.plugins")
-
-
-def _non_negative(key: str, value: int) -> int:
-    """A negative resource weight counts as 1, as in Volcano's ``calculateWeight``."""
-    if value >= 0:
-        return value
-    log.warning(f"plugin binpack: argument {key!r} is negative, using 1", value=value)
-    return 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,20 +43,35 @@ class BinpackArgs:
     resources: str = arg("binpack.resources", "")
     resource_weights: dict[str, Any] = extra_args(_PREFIX)
     weights: dict[str, int] = field(init=False, default_factory=dict)
+    notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
+        negative_weights(self, "weight")
+        listed = [n for n in (n.strip() for n in self.resources.split(",")) if n]
         weights: dict[str, int] = {}
-        for name in (n.strip() for n in self.resources.split(",")):
-            if not name:
-                continue
+        for name in listed:
             value = self.resource_weights.get(_PREFIX + name, 1)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ArgumentError("plugin binpack", _PREFIX + name, "an integer", value)
-            weights[name] = _non_negative(_PREFIX + name, value)
+            if not is_go_int(value):
+                # GetInt keeps the resource's 1 for a value that is not a Go int
+                note(self, wrong_type(_PREFIX + name, value, "an integer", 1))
+                value = 1
+            weights[name] = self._non_negative(_PREFIX + name, value)
+        for key in self.resource_weights:
+            if key[len(_PREFIX):] not in listed:
+                note(self, f"argument {key!r} is ignored: {key[len(_PREFIX):]} is not listed in "
+                           f"binpack.resources (Volcano reads only the weights of those)")
         # binpack.cpu / binpack.memory win over the same names listed in binpack.resources.
-        weights[CPU] = _non_negative("binpack.cpu", self.cpu)
-        weights[MEMORY] = _non_negative("binpack.memory", self.memory)
+        weights[CPU] = self._non_negative("binpack.cpu", self.cpu)
+        weights[MEMORY] = self._non_negative("binpack.memory", self.memory)
         object.__setattr__(self, "weights", weights)
+
+    def _non_negative(self, key: str, value: int) -> int:
+        """A negative resource weight counts as 1, as in Volcano's ``calculateWeight``."""
+        if value >= 0:
+            return value
+        note(self, f"argument {key!r} is {value}: a negative resource weight counts as 1, as "
+                   f"in Volcano")
+        return 1
 
 
 class Binpack(PluginBase[BinpackArgs]):

@@ -40,7 +40,7 @@ from scheduler.api.resource_dims import (
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, Vote
 from scheduler.framework import hooks
-from scheduler.framework.arguments import ArgumentError, arg
+from scheduler.framework.arguments import arg, note, notes_field
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
     ROOT_QUEUE,
@@ -60,11 +60,14 @@ log = structlog.get_logger("lahar.plugins.capacity")
 @dataclass(frozen=True, slots=True)
 class CapacityArgs:
     ancestor_reclaim_level: int = arg("ancestorReclaimLevel", 0)
+    notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
+        # Volcano's parseArguments: a negative level is logged and 0 is used.
         if self.ancestor_reclaim_level < 0:
-            raise ArgumentError("plugin capacity", "ancestorReclaimLevel",
-                                "a non-negative integer", self.ancestor_reclaim_level)
+            note(self, f"argument 'ancestorReclaimLevel' is {self.ancestor_reclaim_level}: it "
+                       f"cannot be negative; 0 is used, as in Volcano")
+            object.__setattr__(self, "ancestor_reclaim_level", 0)
 
 
 class Capacity(PluginBase[CapacityArgs]):

@@ -52,7 +52,7 @@ from scheduler.devices.finegrained.placement import (
 from scheduler.devices.names import PROFILES
 from scheduler.devices.node.nodelock import LOCK_TTL, lock_problem
 from scheduler.devices.registry import enabled_families
-from scheduler.framework.arguments import ArgumentError, arg
+from scheduler.framework.arguments import ArgumentError, arg, note, notes_field
 from scheduler.framework.hooks import BoolArray, FloatArray, IntArray
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
@@ -101,8 +101,14 @@ class DeviceShareArgs:
     finegrained_target: tuple[Any, ...] = arg("deviceshare.FineGrainedTargetWorkload", ())
     finegrained_policy_args: Any = arg("deviceshare.FineGrainedPolicyArguments", None)
     """Ours: ``{name: value}`` arguments of a policy that takes some (``fgd-learned``)."""
+    notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
+        if self.weight < 0:
+            # Volcano adds the device score only while ScheduleWeight > 0.
+            note(self, f"argument 'deviceshare.ScheduleWeight' is {self.weight}: device scores "
+                       f"count only above 0, so it scores nothing, as 0 does in Volcano")
+            object.__setattr__(self, "weight", 0)
         if self.policy not in POLICIES:
             raise ArgumentError(_OWNER, "deviceshare.SchedulePolicy",
                                 "binpack, spread or empty (unset)", self.policy)
@@ -110,8 +116,6 @@ class DeviceShareArgs:
             raise ArgumentError(_OWNER, "deviceshare.VGPUProfile",
                                 " or ".join(sorted(PROFILES)), self.profile)
         _check_finegrained(self)
-        if self.weight < 0:
-            raise ArgumentError(_OWNER, "deviceshare.ScheduleWeight", "at least 0", self.weight)
         # Volcano's deviceshare plugin exits on these combinations (enablePredicate).
         if self.gpu_sharing and self.gpu_number:
             raise ConflictingSwitches(

@@ -21,7 +21,7 @@ from scheduler.api.node import Taint
 from scheduler.api.pod import Toleration
 from scheduler.api.resource import CPU, MEMORY
 from scheduler.api.task import TaskInfo
-from scheduler.framework.arguments import arg
+from scheduler.framework.arguments import arg, negative_weights, notes_field
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.imagelocality import ImageTable
 from scheduler.framework.nodematch import match_term
@@ -55,6 +55,13 @@ class NodeOrderArgs:
     taint_toleration: int = arg("tainttoleration.weight", 3)
     image_locality: int = arg("imagelocality.weight", 1)
     pod_topology_spread: int = arg("podtopologyspread.weight", 2)
+    notes: tuple[str, ...] = notes_field()
+
+    def __post_init__(self) -> None:
+        # Volcano multiplies each score by its weight as given: a negative one is taken.
+        negative_weights(self, "least_requested", "most_requested", "balanced_resource",
+                         "node_affinity", "pod_affinity", "taint_toleration", "image_locality",
+                         "pod_topology_spread")
 
 
 def _fractions(

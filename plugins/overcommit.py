@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import structlog
-
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import Resource
 from scheduler.api.types import Vote
-from scheduler.framework.arguments import arg
+from scheduler.framework.arguments import arg, note, notes_field
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.session import Session
 
@@ -24,20 +22,17 @@ __all__ = ["Overcommit"]
 
 DEFAULT_FACTOR = 1.2
 
-log = structlog.get_logger("lahar.plugins")
-
-
 @dataclass(frozen=True, slots=True)
 class OvercommitArgs:
     factor: float = arg("overcommit-factor", DEFAULT_FACTOR)
+    notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
+        # Volcano's OnSessionOpen: a factor below 1 is logged and the default used.
         if self.factor < 1.0:
-            log.warning(
-                "plugin overcommit: argument 'overcommit-factor' below 1 replaced by default",
-                value=self.factor,
-                default=DEFAULT_FACTOR,
-            )
+            note(self, f"argument 'overcommit-factor' is {self.factor!r}: it cannot be below 1; "
+                       f"the default {DEFAULT_FACTOR} is used, as in Volcano")
+            object.__setattr__(self, "factor", DEFAULT_FACTOR)
 
 
 def _reserved(job: JobInfo) -> tuple[Resource]:

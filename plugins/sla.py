@@ -17,7 +17,7 @@ import structlog
 
 from scheduler.api.job import JobInfo
 from scheduler.api.types import JobID, Vote
-from scheduler.framework.arguments import ArgumentError, arg
+from scheduler.framework.arguments import arg, note, notes_field
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.session import Session
 
@@ -69,18 +69,19 @@ def _positive_duration(text: str, *, what: str) -> float:
 @dataclass(frozen=True, slots=True)
 class SlaArgs:
     waiting_time: str = arg("sla-waiting-time", "")
+    notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
-        # Volcano logs a malformed or non-positive value and drops it; refusing the conf names
-        # the mistake instead of leaving every job without the waiting time the user meant.
+        # Volcano's OnSessionOpen logs a malformed or non-positive value and sets no waiting
+        # time; so does Lahar, with a warning naming the value.
         if self.waiting_time:
             try:
                 _positive_duration(self.waiting_time, what="sla-waiting-time")
             except ValueError:
-                raise ArgumentError(
-                    "plugin sla", "sla-waiting-time", "a positive Go duration such as 10m or 1h30m",
-                    self.waiting_time,
-                ) from None
+                note(self, f"argument 'sla-waiting-time' must be a positive Go duration such as "
+                           f"10m or 1h30m, got {self.waiting_time!r}; no waiting time is set, "
+                           f"as in Volcano (PodGroup annotations still apply)")
+                object.__setattr__(self, "waiting_time", "")
 
 
 class Sla(PluginBase[SlaArgs]):

@@ -15,19 +15,28 @@ configurations:
   arguments: {predicateErrorCacheEnable: true}
 ```
 
-An unknown action or plugin, a non-boolean ``enable…`` flag or a wrongly typed plugin argument
-is a :class:`ConfError` naming it. Nothing is accepted silently: an unknown key, and every
-switch, argument or section Lahar accepts for compatibility but does not act on, gives one
-warning naming it (:func:`ignored`), collected in :attr:`SchedulerConf.warnings` for the CLI to
-print (``lahar run`` logs them).
+What Volcano refuses at load is a :class:`ConfError` naming it: an unknown action in
+``actions``, a switch (``enable…``) that is not true/false, ``arguments`` that is not a map,
+drf with ``enableHierarchy`` beside proportion in one tier; and so is what Volcano refuses to
+start with (GPU share with GPU number, either with vGPU) and ``capacity`` with ``proportion``.
+A plugin name Volcano does not know is refused too.
+
+What Volcano loads, Lahar loads, and nothing of it is accepted silently: each of these gives one
+warning naming the file and where in it (``tiers[T].plugins[P] (NAME): …``,
+``configurations[I] (ACTION): …``, ``top-level key …``), collected in
+:attr:`SchedulerConf.warnings` for the CLI to print (``lahar run`` logs them):
+
+* a Volcano plugin Lahar does not implement is skipped;
+* an argument of the wrong type keeps its default, as Volcano's ``GetInt``/``GetFloat64``/
+  ``GetBool``/``GetString`` do (:mod:`scheduler.framework.arguments`);
+* a value Volcano replaces (a negative ``ancestorReclaimLevel``) or takes although it is
+  surely a mistake (a negative weight), as the plugin's ``Args`` notes it;
+* an unknown key, and every switch, argument or section Lahar accepts for compatibility but
+  does not act on (:func:`ignored`).
 
 An empty conf is an error, as in Volcano, whose scheduler then starts with its built-in default
 conf or, on a reload, keeps the conf it has; ``lahar run`` does the same. A conf without
 ``actions`` gets Volcano's default actions (``enqueue, allocate, backfill``).
-
-A plugin Volcano has but Lahar does not implement (``network-topology-aware``, ``tdm``, ...)
-is skipped with a warning, so stock Volcano confs load unchanged; ``capacity`` and
-``proportion`` together are refused.
 """
 
 from __future__ import annotations
@@ -41,12 +50,15 @@ import structlog
 import yaml
 
 from actions import ACTIONS
+from actions.preempt import PreemptArgs
+from actions.reclaim import ReclaimArgs
 from plugins import PLUGINS
 from scheduler.confyaml import load_conf_yaml
-from scheduler.framework.arguments import ArgumentError, parse_args
+from scheduler.framework.arguments import ArgumentError, arg, closest, parse_args
 from scheduler.framework.hooks import HOOK_FLAGS
 
 __all__ = [
+    "ACTION_ARGS",
     "DEFAULT_CONF",
     "IGNORED_ACTION_ARGUMENTS",
     "IGNORED_PLUGIN_ARGUMENTS",
@@ -107,6 +119,7 @@ PLUGIN_FLAGS = (
 )
 _FLAG_DEFAULT_OFF = {"enableHierarchy", "enabledClusterOrder"}
 _DEFAULT_ACTIONS = "enqueue, allocate, backfill"
+_TOP_LEVEL_KEYS = ("actions", "tiers", "configurations", "metrics")
 
 _NO_VOLUMES = "Lahar does not model volumes, so pods' volumes are never checked"
 IGNORED_PLUGIN_ARGUMENTS: dict[str, dict[str, str]] = {
@@ -141,8 +154,26 @@ VOLCANO_ACTION_ARGUMENTS: dict[str, frozenset[str]] = {
     "gangpreempt": frozenset({"maxDomains", "allowWholeBundle"}),
     "gangreclaim": frozenset({"maxDomains", "allowWholeBundle"}),
 }
-"""The ``configurations`` keys Volcano's actions read. An action whose class declares no
-``Args`` is trusted to read these itself; any other key is unknown."""
+"""The ``configurations`` keys Volcano's actions read. An action with neither an ``Args`` on
+its class nor one in :data:`ACTION_ARGS` has these passed on; any other key is unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class PredicateErrorCacheArgs:
+    """The one argument Volcano's allocate and backfill read (``GetBool``)."""
+
+    predicate_error_cache: bool = arg("predicateErrorCacheEnable", True)
+
+
+ACTION_ARGS: dict[str, type] = {
+    "allocate": PredicateErrorCacheArgs,
+    "backfill": PredicateErrorCacheArgs,
+    "preempt": PreemptArgs,
+    "reclaim": ReclaimArgs,
+}
+"""The typed arguments of each action, checked at load as Volcano's getters read them (a value
+of the wrong type is a warning and keeps its default); an action class's own ``Args`` comes
+first."""
 
 
 def ignored(where: str, what: str, why: str) -> str:
@@ -219,10 +250,10 @@ def _plugin(raw: Any, where: str, warnings: list[str]) -> PluginOption:
     if not isinstance(arguments, Mapping):
         raise ConfError(f"{where} ({name}): arguments must be a map")
     try:
-        args, arg_warnings = parse_args(cls.Args, arguments, owner=f"plugin {name}")
+        args, arg_warnings = parse_args(cls.Args, arguments)
     except ArgumentError as exc:
         raise ConfError(f"{where}: {exc}") from None
-    warnings.extend(arg_warnings)
+    warnings.extend(f"{where} ({name}): {warning}" for warning in arg_warnings)
     for key, why in IGNORED_PLUGIN_ARGUMENTS.get(name, {}).items():
         if key in arguments:
             warnings.append(ignored(f"{where} ({name})", f"argument {key!r}", why))
@@ -308,12 +339,13 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
         raise ConfError(f"{source}: metrics must be a map")
     if metrics:
         warnings.append(
-            ignored(source, "metrics", "no Lahar plugin reads node usage metrics "
-                    "(they feed Volcano's usage and rescheduling plugins)")
+            ignored(source, "top-level key 'metrics'", "no Lahar plugin reads node usage "
+                    "metrics (they feed Volcano's usage and rescheduling plugins)")
         )
     for key in raw:
-        if key not in ("actions", "tiers", "configurations", "metrics"):
-            warnings.append(f"{source}: unknown top-level key {key!r} ignored")
+        if key not in _TOP_LEVEL_KEYS:
+            warnings.append(ignored(source, f"top-level key {key!r}", "Volcano's conf has no "
+                                    f"such key{closest(str(key), _TOP_LEVEL_KEYS)}"))
     return SchedulerConf(
         actions=actions,
         tiers=tuple(tiers),
@@ -358,37 +390,40 @@ def _configurations(
         arguments = entry.get("arguments") or {}
         if not isinstance(arguments, Mapping):
             raise ConfError(f"{where}.arguments must be a map")
+        here = f"{where} ({name})"
         if name in out:
-            warnings.append(ignored(where, f"a second entry for {name!r}",
-                                    "the first one is used, as in Volcano"))
+            warnings.append(ignored(here, "this second entry", "the first one is used, as in "
+                                    "Volcano"))
             continue
         out[name] = dict(arguments)
         if name not in ACTIONS and name not in VOLCANO_ACTION_ARGUMENTS:
-            warnings.append(ignored(where, f"action {name!r}", "there is no such action"))
+            known = set(ACTIONS) | set(VOLCANO_ACTION_ARGUMENTS)
+            warnings.append(ignored(here, f"action {name!r}",
+                                    f"there is no such action{closest(name, known)}"))
             continue
         if name not in actions:
-            warnings.append(ignored(where, f"action {name!r}", "it is not in actions"))
+            warnings.append(ignored(here, f"action {name!r}", "it is not in actions"))
             continue
         cls = ACTIONS.get(name)
-        args_cls = getattr(cls, "Args", None)
+        args_cls = getattr(cls, "Args", None) or ACTION_ARGS.get(name)
         if args_cls is not None:
             try:
-                _, arg_warnings = parse_args(args_cls, arguments, owner=f"action {name}")
+                _, arg_warnings = parse_args(args_cls, arguments)
             except ArgumentError as exc:
                 raise ConfError(f"{where}: {exc}") from None
-            warnings.extend(arg_warnings)
+            warnings.extend(f"{here}: {warning}" for warning in arg_warnings)
         else:
-            known = VOLCANO_ACTION_ARGUMENTS.get(name, frozenset())
+            known_keys = VOLCANO_ACTION_ARGUMENTS.get(name, frozenset())
             warnings.extend(
-                f"{where}: action {name}: unknown argument {key!r} ignored"
+                f"{here}: unknown argument {key!r} ignored{closest(str(key), known_keys)}"
                 for key in arguments
-                if key not in known
+                if key not in known_keys
             )
         not_acted_on = {**IGNORED_ACTION_ARGUMENTS.get(name, {}),
                         **getattr(cls, "NOT_ACTED_ON", {})}
         for key, why in not_acted_on.items():
             if key in arguments:
-                warnings.append(ignored(where, f"{name} argument {key!r}", why))
+                warnings.append(ignored(here, f"argument {key!r}", why))
     return out
 
 

@@ -1,10 +1,11 @@
 """Typed arguments of an action, read from the conf's ``configurations`` every cycle.
 
-Volcano re-reads an action's arguments in each ``Execute``; so do we. Unknown keys and keys
-that have no effect here (an action's ``NOT_ACTED_ON``) are warned about once, when the conf
-is loaded; a wrongly typed value is logged once per action instance and its default kept.
-As in Volcano's ``Arguments.GetBool`` (``value.(bool)``), a boolean written as a string
-(``"true"``) is of the wrong type: Volcano logs it and keeps the default.
+Volcano re-reads an action's arguments in each ``Execute``; so do we. As Volcano's
+``Arguments.GetBool`` / ``GetInt`` do, a value of the wrong type (``"true"`` written as a string
+for a boolean, ``10.0`` for an integer) leaves that one default in place and the others apply.
+Nothing is logged here: the conf loader has already warned, once, naming the file, the
+``configurations`` entry and the argument, about such values, unknown keys and keys that have
+no effect here (an action's ``NOT_ACTED_ON``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
-
-from scheduler.framework.arguments import ArgumentError, parse_args
+from scheduler.framework.arguments import parse_args
 
 __all__ = ["action_args"]
-
-log = structlog.get_logger("lahar.actions")
 
 
 def action_args(
@@ -26,20 +23,11 @@ def action_args(
     cls: type[Any],
     configurations: Mapping[str, Mapping[str, Any]],
     *,
-    warned: set[str],
+    warned: set[str] | None = None,
 ) -> Any:
-    """``cls`` built from ``configurations[owner]``. A value of the wrong type is logged and
-    its default kept; nothing else is logged (the conf loader warned about the rest)."""
-    raw = dict(configurations.get(owner) or {})
-    while True:
-        try:
-            args, _ = parse_args(cls, raw, owner=f"action {owner}")
-            break
-        except ArgumentError as exc:
-            # As Volcano does, a value that cannot be read leaves that one default in place.
-            if str(exc) not in warned:
-                warned.add(str(exc))
-                log.error("bad action argument, its default is used", message=str(exc))
-            raw = {key: value for key, value in raw.items() if key != exc.key}
-    return args
+    """``cls`` built from ``configurations[owner]``, each unreadable value left at its default.
 
+    ``warned`` is accepted for the callers that still pass it; nothing is logged."""
+    del warned
+    args, _ = parse_args(cls, configurations.get(owner) or {})
+    return args

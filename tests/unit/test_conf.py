@@ -25,13 +25,10 @@ def test_shipped_confs_load() -> None:
         ('actions: "enqueue, allocat"', "unknown action 'allocat'"),
         ("tiers: [{plugins: [{name: gangg}]}]", "unknown plugin 'gangg'"),
         (
-            "tiers: [{plugins: [{name: binpack, arguments: {binpack.weight: heavy}}]}]",
-            "plugin binpack: argument 'binpack.weight' must be an integer, got 'heavy'",
-        ),
-        (
             "tiers: [{plugins: [{name: gang, enableJobReady: 'yes'}]}]",
             "enableJobReady must be true or false",
         ),
+        ("tiers: [{plugins: [{name: gang, arguments: [1]}]}]", "arguments must be a map"),
         (
             "tiers: [{plugins: [{name: drf, enableHierarchy: true}, {name: proportion}]}]",
             "drf with enableHierarchy cannot be combined with proportion",

@@ -134,15 +134,15 @@ configurations:
   arguments: {}
 """
     assert _conf(text) == (
-        "t.conf: configurations[0]: action allocate: unknown argument 'preemptEverything' "
-        "ignored",
-        "t.conf: configurations[0]: allocate argument 'predicateErrorCacheEnable' is ignored: "
+        "t.conf: configurations[0] (allocate): unknown argument 'preemptEverything' ignored",
+        "t.conf: configurations[0] (allocate): argument 'predicateErrorCacheEnable' is ignored: "
         "a speed-up in Volcano; Lahar keeps no predicate error cache and places pods the same "
         "way",
-        "t.conf: configurations[1]: a second entry for 'allocate' is ignored: the first one is "
+        "t.conf: configurations[1] (allocate): this second entry is ignored: the first one is "
         "used, as in Volcano",
-        "t.conf: configurations[2]: action 'preempt' is ignored: it is not in actions",
-        "t.conf: configurations[3]: action 'alocate' is ignored: there is no such action",
+        "t.conf: configurations[2] (preempt): action 'preempt' is ignored: it is not in actions",
+        "t.conf: configurations[3] (alocate): action 'alocate' is ignored: there is no such "
+        "action (did you mean 'allocate'?)",
     )
     conf = parse_conf(text)
     assert conf.configurations["allocate"] == {
@@ -152,8 +152,8 @@ configurations:
 def test_metrics_section_warns() -> None:
     warnings = _conf('actions: "allocate"\n' + TIERS.split("\n", 1)[1].join(["", ""]) +
                      TIERS + "metrics: {type: prometheus, address: 'http://p:9090'}\n")
-    assert any(w.startswith("t.conf: metrics is ignored: no Lahar plugin reads node usage")
-               for w in warnings)
+    assert any(w.startswith("t.conf: top-level key 'metrics' is ignored: no Lahar plugin reads "
+                            "node usage") for w in warnings)
 
 
 def test_ignored_has_one_shape() -> None:
@@ -211,7 +211,9 @@ def test_shuffle_without_a_victim_tasks_plugin_warns_that_it_evicts_nothing() ->
 def test_preempt_and_reclaim_arguments_are_warned_once_at_load_and_not_again_per_cycle(
 ) -> None:
     """Keys Volcano's preempt reads but Lahar does not act on are named at conf load, like
-    allocate's; running the actions then logs nothing more about their arguments."""
+    allocate's; running the actions then logs nothing more about their arguments, not even
+    about a value of the wrong type, which keeps its default as Volcano's ``GetInt`` keeps it
+    (the conf loader warned about it)."""
     from structlog.testing import capture_logs
 
     from actions.preempt import PreemptArgs
@@ -227,17 +229,18 @@ configurations:
 """
     conf = parse_conf(text, source="t.conf")
     assert conf.warnings == (
-        "t.conf: configurations[0]: action preempt: unknown argument 'bogus' ignored",
-        "t.conf: configurations[0]: preempt argument 'topologyAwarePreemptWorkerNum' is "
+        "t.conf: configurations[0] (preempt): unknown argument 'bogus' ignored",
+        "t.conf: configurations[0] (preempt): argument 'topologyAwarePreemptWorkerNum' is "
         "ignored: the dry runs are done one node after another",
-        "t.conf: configurations[1]: reclaim argument 'predicateErrorCacheEnable' is ignored: "
+        "t.conf: configurations[1] (reclaim): argument 'predicateErrorCacheEnable' is ignored: "
         "candidate nodes are filtered per task with vector masks, so there is no per-role "
         "error cache to switch",
     )
     with capture_logs() as logs:
         action_args("preempt", PreemptArgs, conf.configurations, warned=set())
         action_args("reclaim", ReclaimArgs, conf.configurations, warned=set())
-        # a value of the wrong type still gets its one error (the conf loader refuses it)
-        action_args("preempt", PreemptArgs, {"preempt": {"minCandidateNodesAbsolute": "x"}},
-                    warned=set())
-    assert [entry["log_level"] for entry in logs] == ["error"]
+        bad = action_args("preempt", PreemptArgs,
+                          {"preempt": {"minCandidateNodesAbsolute": "x",
+                                       "maxCandidateNodesAbsolute": 7}}, warned=set())
+    assert logs == []
+    assert (bad.min_candidate_absolute, bad.max_candidate_absolute) == (1, 7)
