@@ -11,11 +11,16 @@ does), by a pool of bind workers and a coalescing status writer while the schedu
 bind the cluster refuses is rolled back and the pod is resynced from the cluster after a
 per-pod backoff (:mod:`scheduler.cache.resync`).
 An object that cannot be read is reported by a log line and an event naming it; a broken update
-of a pod keeps its last readable version.
+of a pod keeps its last readable version. What scheduling leaves out is explained once on the
+objects it affects (:meth:`SchedulerCache.report_orphans`): the pods of a PodGroup that is
+unreadable or was deleted and of a PodGroup whose queue does not exist get a ``PodScheduled``
+condition naming it; a Queue a plugin leaves out (:meth:`report_left_out`) and a ``Device``
+object whose node does not exist get a Warning event and one log line.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,7 +35,7 @@ from scheduler.api.pod import PodParseMemo
 from scheduler.api.podgroup import PodGroup, podgroup_from_object
 from scheduler.api.queue import QueueInfo, queue_from_object
 from scheduler.api.resource import Resource
-from scheduler.api.task import TaskInfo, task_from_pod
+from scheduler.api.task import GROUP_NAME_ANNOTATION, TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
 from scheduler.cache.interface import ClusterWriter, ObjectRef
@@ -48,6 +53,12 @@ from scheduler.framework.snapshot import Snapshot
 __all__ = ["NodeDevicesBuilder", "SchedulerCache"]
 
 log = structlog.get_logger("lahar.cache")
+
+_API_VERSIONS = {
+    "PodGroup": "scheduling.volcano.sh/v1beta1",
+    "Queue": "scheduling.volcano.sh/v1beta1",
+    "Device": "scheduling.koordinator.sh/v1alpha1",
+}
 
 NodeDevicesBuilder = Callable[[NodeInfo, Mapping[str, Any] | None], dict[str, Any]]
 """Builds ``NodeInfo.others`` (device family → device object) for a freshly built node, given
@@ -98,6 +109,13 @@ class SchedulerCache(CacheWrites):
         """Jobs left out of the last snapshot because their queue does not exist."""
         self.broken: dict[str, str] = {}
         """``Kind ns/name`` → the problem, for objects that could not be converted."""
+        self.left_out: dict[str, dict[str, str]] = {}
+        """Kind → name → why, for readable objects scheduling leaves out, as last reported."""
+        self.lost_groups: dict[JobID, str] = {}
+        """PodGroups that pods name but that have no readable version here (unreadable, or
+        deleted while pods remained) → what their pending pods are told."""
+        self.unselected_nodes: set[str] = set()
+        """Nodes outside ``node_selector`` (a Device object naming one names a real node)."""
         self.pre_bind_hooks: list[Callable[[TaskInfo], None]] = []
         """Run before each bind write (e.g. taking a device node lock); raising
         :class:`WriteError` fails the bind, which is rolled back and retried next cycle."""
@@ -162,6 +180,10 @@ class SchedulerCache(CacheWrites):
         meta = obj.get("metadata") if isinstance(obj, Mapping) else None
         meta = meta if isinstance(meta, Mapping) else {}
         key = f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}".replace(" /", " ")
+        if kind == "PodGroup":
+            uid = JobID(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}")
+            if uid not in self.podgroups:  # else its last readable version stands
+                self.lost_groups[uid] = f"{problem}; the PodGroup is ignored until it is fixed"
         if self.broken.get(key) == problem:
             return
         self.broken[key] = problem
@@ -197,10 +219,13 @@ class SchedulerCache(CacheWrites):
         if deleted:
             self.node_objects.pop(name, None)
             self.nodes.pop(name, None)
+            self.unselected_nodes.discard(name)
             return
         labels = (obj.get("metadata") or {}).get("labels") or {}
         if any(labels.get(k) != v for k, v in self.node_selector.items()):
+            self.unselected_nodes.add(name)
             return
+        self.unselected_nodes.discard(name)
         node = node_from_object(obj, ignored=self.ignored)
         if self.node_devices is not None:
             node.others = self.node_devices(node, self.device_objects.get(name))
@@ -320,7 +345,15 @@ class SchedulerCache(CacheWrites):
         if deleted:
             self.podgroups.pop(uid, None)
             self.set_unready(uid, None)
+            if self.tasks_by_job.get(uid):
+                self.lost_groups[uid] = (
+                    f"PodGroup {uid} (annotation {GROUP_NAME_ANNOTATION}) was deleted; "
+                    "the pod waits until a PodGroup of that name exists")
+                log.warning("PodGroup deleted while it still has pods", podgroup=uid,
+                            pods=len(self.tasks_by_job[uid]))
             return
+        self.lost_groups.pop(uid, None)
+        self.broken.pop(f"PodGroup {uid}", None)
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
 
@@ -458,18 +491,61 @@ class SchedulerCache(CacheWrites):
             self.status.update_queue_allocated(queue, allocated)
 
     def report_orphans(self) -> None:
-        """Tell the pods of jobs whose queue does not exist why nothing happens to them."""
+        """Tell what the last session left out why (after each cycle): the pending pods of
+        jobs whose queue does not exist and of PodGroups unreadable or deleted get a
+        ``PodScheduled=False`` condition and a ``FailedScheduling`` event naming the object;
+        a Device object whose node does not exist is reported once."""
         with self.lock:
             for uid in self.orphans:
                 podgroup = self.podgroups.get(uid)
                 if podgroup is None:
                     continue
-                message = (f"queue {podgroup.queue} of PodGroup {uid} does not exist; "
-                           f"create it or change spec.queue")
-                for task in list(self.tasks_by_job.get(uid, {}).values()):
-                    if task.status is TaskStatus.PENDING:
-                        self.status.update_task_condition(task, reason="Unschedulable",
-                                                          message=message)
+                self._explain_pods(uid, f"queue {podgroup.queue} of PodGroup {uid} does not "
+                                        "exist; create it or change spec.queue")
+            for uid, message in list(self.lost_groups.items()):
+                if not self.tasks_by_job.get(uid):
+                    del self.lost_groups[uid]  # no pod left to tell
+                    continue
+                self._explain_pods(uid, message)
+            if self.node_devices is not None:
+                self._report_left_out("Device", {
+                    name: f"Device {name}: metadata.name names node {name}, which does not "
+                          "exist; the object is ignored"
+                    for name in self.device_objects
+                    if name not in self.node_objects and name not in self.unselected_nodes},
+                    reason="NodeNotFound")
+
+    def _explain_pods(self, uid: JobID, message: str) -> None:
+        for task in list(self.tasks_by_job.get(uid, {}).values()):
+            if task.status is TaskStatus.PENDING:
+                self.status.update_task_condition(task, reason="Unschedulable", message=message)
+
+    def report_left_out(self, kind: str, problems: Mapping[str, str]) -> None:
+        """:class:`~scheduler.framework.queuetree.LeftOutReporter`: ``problems`` are every
+        object of ``kind`` a plugin leaves out now (name → why); each new or changed one is
+        logged and gets a Warning ``Invalid`` event once."""
+        with self.lock:
+            self._report_left_out(kind, problems, reason="Invalid")
+
+    def _report_left_out(self, kind: str, problems: Mapping[str, str], *, reason: str) -> None:
+        known = self.left_out.setdefault(kind, {})
+        changed = {name: problem for name, problem in problems.items()
+                   if known.get(name) != problem}
+        if changed:
+            log.warning("left out of scheduling", kind=kind, objects=changed)
+        for name, problem in changed.items():
+            known[name] = problem
+            namespace, _, short = name.rpartition("/")
+            ref = ObjectRef(kind=kind, name=short, namespace=namespace,
+                            api_version=_API_VERSIONS.get(kind, "v1"))
+            self.enqueue_status(("left-out", f"{kind} {name}"), functools.partial(
+                self.writer.record_event, involved=ref, type="Warning", reason=reason,
+                message=problem))
+        fixed = [name for name in known if name not in problems]
+        for name in fixed:
+            del known[name]
+        if fixed:
+            log.info("no longer left out of scheduling", kind=kind, objects=sorted(fixed))
 
     def dump(self) -> dict[str, Any]:
         """A JSON-able picture of the cache (for SIGUSR1)."""
@@ -490,6 +566,8 @@ class SchedulerCache(CacheWrites):
                 "podgroups": {uid: pg.status_dict() for uid, pg in self.podgroups.items()},
                 "queues": sorted(self.queues),
                 "broken": dict(self.broken),
+                "left_out": {kind: dict(names) for kind, names in self.left_out.items()},
+                "lost_podgroups": dict(self.lost_groups),
                 "resyncing": sorted(k for k in self.pods if self.resync.waiting(k)),
                 "devices": sorted(self.device_objects),
             }

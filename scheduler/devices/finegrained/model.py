@@ -4,7 +4,8 @@ The object is the single source of what a node offers: every GPU, RDMA NIC and F
 minor (the ledger key), UUID or PCI address, health, resources and topology (socket, NUMA
 node, PCIe root, bus id), RDMA virtual functions and per-device labels. It is read once per
 object version; a malformed entry is reported naming node, device index and field and left
-out, so one bad entry never hides the node's other devices. An unhealthy device keeps its
+out, so one bad entry never hides the node's other devices; a ``spec.devices`` that is not a
+list is reported and the node has no devices. An unhealthy device keeps its
 place (pods still holding it stay charged) but offers nothing.
 """
 
@@ -222,10 +223,18 @@ def parse_device_object(obj: Mapping[str, Any], warn: Warn) -> NodeDeviceSpec:
     meta = obj.get("metadata") or {}
     node = str(meta.get("name") or "")
     spec = obj.get("spec") or {}
-    raw_devices = spec.get("devices") if isinstance(spec, Mapping) else None
+    if not isinstance(spec, Mapping):
+        warn(f"Device {node}: field spec: must be a map, got {type(spec).__name__}; "
+             "the node is treated as having no devices")
+        spec = {}
+    raw_devices = spec.get("devices")
+    if raw_devices is not None and not isinstance(raw_devices, list):
+        warn(f"Device {node}: field spec.devices: must be a list of devices, got "
+             f"{type(raw_devices).__name__}; the node is treated as having no devices")
+        raw_devices = []
     devices: list[DeviceInfo] = []
     seen: set[tuple[str, int]] = set()
-    for i, raw in enumerate(raw_devices if isinstance(raw_devices, list) else []):
+    for i, raw in enumerate(raw_devices or []):
         device = _device(raw, f"Device {node}: spec.devices[{i}]", warn)
         if device is None:
             continue

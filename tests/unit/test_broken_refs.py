@@ -1,0 +1,205 @@
+"""Objects that name what does not exist, or that the scheduler cannot read, are left out and
+explained on the objects they affect; nothing else changes.
+
+A PodGroup that cannot be read or that was deleted while its pods wait, a PodGroup of a queue
+that does not exist, and a Koordinator ``Device`` object of a node that does not exist or with
+a malformed ``spec.devices``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from scheduler.cache.cache import SchedulerCache
+from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.sim import SimCluster
+from scheduler.cluster.simulation import build_simulation
+from scheduler.conf import load_conf, parse_conf
+from scheduler.loop import Scheduler
+from tests.builders import Obj, make_node, make_pod, make_podgroup, simulate
+
+ROOT = Path(__file__).resolve().parents[2]
+FINEGRAINED = (ROOT / "conf" / "finegrained.conf").read_text()
+
+
+def _cluster(objs: list[Obj], conf: str | None = None
+             ) -> tuple[SimCluster, SchedulerCache, Scheduler]:
+    manifests = [Manifest(f"test#{i}", obj) for i, obj in enumerate(objs)]
+    cluster, cache, scheduler = build_simulation(
+        manifests, conf=load_conf(None) if conf is None else parse_conf(conf))
+    cluster.take_changes()
+    return cluster, cache, scheduler
+
+
+def _cycle(cache: SchedulerCache, scheduler: Scheduler, times: int = 1) -> None:
+    for _ in range(times):
+        scheduler.run_once()
+        cache.flush()
+
+
+def _condition(cluster: SimCluster, pod: str) -> Mapping[str, Any]:
+    status = cluster.objects["Pod"][f"default/{pod}"].get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"), {})
+
+
+def _events(cluster: SimCluster, *, kind: str, name: str) -> list[Obj]:
+    return [e for e in cluster.events
+            if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name]
+
+
+# -- PodGroups ----------------------------------------------------------------------------------
+
+def test_pods_of_a_podgroup_that_cannot_be_read_get_a_condition_naming_it_and_the_field() -> None:
+    cluster, cache, scheduler = _cluster([make_node("n1"), make_pod("p0", group="bad"),
+                                          *([make_podgroup("ok"), make_pod("ok-0", group="ok")])])
+    broken = make_podgroup("bad", min_member=-3)
+    with capture_logs() as logs:
+        cache.apply("ADDED", "PodGroup", broken)
+        cache.apply("ADDED", "PodGroup", copy.deepcopy(broken))  # the same problem: said once
+    _cycle(cache, scheduler, 2)
+    assert cluster.objects["Pod"]["default/ok-0"]["spec"]["nodeName"] == "n1"
+    condition = _condition(cluster, "p0")
+    assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
+    assert condition["message"] == ("PodGroup default/bad: field spec.minMember: must be an "
+                                    "integer >= 0, got -3; the PodGroup is ignored until it is "
+                                    "fixed")
+    (event,) = _events(cluster, kind="Pod", name="p0")
+    assert event["reason"] == "FailedScheduling" and event["message"] == condition["message"]
+    assert [e["reason"] for e in _events(cluster, kind="PodGroup", name="bad")] == ["Invalid"]
+    assert len([entry for entry in logs if entry["event"] == "object ignored"]) == 1
+
+    fixed = make_podgroup("bad")
+    cache.apply("MODIFIED", "PodGroup", fixed)
+    cluster.objects["PodGroup"]["default/bad"] = fixed
+    _cycle(cache, scheduler)
+    assert cluster.objects["Pod"]["default/p0"]["spec"].get("nodeName") == "n1"
+
+
+def test_a_broken_update_of_a_podgroup_keeps_its_last_readable_version() -> None:
+    cluster, cache, scheduler = _cluster([make_node("n1"), make_podgroup("pg", min_member=2),
+                                          make_pod("p0", group="pg")])
+    _cycle(cache, scheduler)
+    cache.apply("MODIFIED", "PodGroup", make_podgroup("pg", min_member=-1))
+    _cycle(cache, scheduler)
+    assert "min: 2" in _condition(cluster, "p0")["message"]  # still the gang's reason
+    assert cache.lost_groups == {}
+
+
+def test_pods_of_a_deleted_podgroup_are_told_it_was_deleted() -> None:
+    cluster, cache, scheduler = _cluster([make_node("n1"), make_podgroup("pg", min_member=5),
+                                          make_pod("p0", group="pg")])
+    _cycle(cache, scheduler)
+    assert "min: 5" in _condition(cluster, "p0")["message"]
+    podgroup = cluster.objects["PodGroup"].pop("default/pg")
+    with capture_logs() as logs:
+        cache.apply("DELETED", "PodGroup", podgroup)
+    _cycle(cache, scheduler, 2)
+    message = ("PodGroup default/pg (annotation scheduling.k8s.io/group-name) was deleted; "
+               "the pod waits until a PodGroup of that name exists")
+    assert _condition(cluster, "p0")["message"] == message
+    assert [e["message"] for e in _events(cluster, kind="Pod", name="p0")][-1] == message
+    assert [(e["event"], e["podgroup"]) for e in logs
+            if e["log_level"] == "warning"] == [("PodGroup deleted while it still has pods",
+                                                 "default/pg")]
+    cache.apply("DELETED", "Pod", cluster.objects["Pod"].pop("default/p0"))
+    _cycle(cache, scheduler)
+    assert cache.lost_groups == {}  # nothing left to tell
+
+
+def test_a_deleted_podgroup_without_pods_is_forgotten_quietly() -> None:
+    cluster, cache, scheduler = _cluster([make_node("n1"), make_podgroup("pg")])
+    with capture_logs() as logs:
+        cache.apply("DELETED", "PodGroup", cluster.objects["PodGroup"].pop("default/pg"))
+        _cycle(cache, scheduler)
+    assert cache.lost_groups == {}
+    assert not [e for e in logs if e["log_level"] == "warning"]
+
+
+def test_pods_of_a_podgroup_whose_queue_does_not_exist_are_told_the_queue() -> None:
+    run = simulate([make_node("n1"), make_podgroup("pg", queue="ghost"),
+                    make_pod("p0", group="pg"), make_pod("free")])
+    message = ("queue ghost of PodGroup default/pg does not exist; create it or change "
+               "spec.queue")
+    assert run.reason("p0") == message
+    assert [e["message"] for e in run.events("FailedScheduling")
+            if e["involvedObject"]["name"] == "p0"] == [message]
+    assert run.node_of("free") == "n1"
+
+
+# -- Device objects -----------------------------------------------------------------------------
+
+def _gpu_node(name: str) -> Obj:
+    return make_node(name, cpu="16", memory="64Gi", extra={
+        "nvidia.com/gpu": "1", "koordinator.sh/gpu-core": "100",
+        "koordinator.sh/gpu-memory-ratio": "100", "koordinator.sh/gpu-memory": "80Gi"})
+
+
+def _device(node: str, devices: Any) -> Obj:
+    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
+            "metadata": {"name": node}, "spec": {"devices": devices}}
+
+
+GPU = [{"type": "gpu", "minor": 0, "health": True,
+        "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory": "80Gi",
+                      "koordinator.sh/gpu-memory-ratio": "100"}}]
+
+
+def _gpu_pod(name: str) -> Obj:
+    return make_pod(name, limits={"nvidia.com/gpu": "1"})
+
+
+def _placements(run: Any) -> dict[str, str]:
+    return {name: node for name, node in run.binds().items()}
+
+
+def test_a_device_of_a_node_that_does_not_exist_is_ignored_with_one_warning() -> None:
+    valid = [_gpu_node("g1"), _device("g1", GPU), _gpu_pod("a"), _gpu_pod("b"), make_pod("c")]
+    alone = simulate(valid, conf=FINEGRAINED)
+    with capture_logs() as logs:
+        run = simulate([*valid, _device("gone", GPU)], conf=FINEGRAINED)
+    assert _placements(run) == _placements(alone)
+    assert run.reason("b") == alone.reason("b")
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert [(e["event"], e["kind"], list(e["objects"])) for e in warnings] == [
+        ("left out of scheduling", "Device", ["gone"])]
+    (event,) = run.events("NodeNotFound")
+    assert event["involvedObject"]["kind"] == "Device"
+    assert event["involvedObject"]["name"] == "gone"
+    assert event["message"] == ("Device gone: metadata.name names node gone, which does not "
+                                "exist; the object is ignored")
+
+
+def test_a_device_object_whose_node_arrives_later_is_not_reported() -> None:
+    _, cache, scheduler = _cluster([], conf=FINEGRAINED)
+    with capture_logs() as logs:
+        cache.apply("ADDED", "Device", _device("g1", GPU))
+        cache.apply("ADDED", "Node", _gpu_node("g1"))
+        _cycle(cache, scheduler, 2)
+    assert not [e for e in logs if e["log_level"] == "warning"]
+    assert cache.left_out.get("Device", {}) == {}
+    with capture_logs() as logs:
+        cache.apply("DELETED", "Node", _gpu_node("g1"))
+        _cycle(cache, scheduler, 2)
+    assert [e["objects"] for e in logs if e["log_level"] == "warning"] == [{
+        "g1": "Device g1: metadata.name names node g1, which does not exist; "
+              "the object is ignored"}]
+
+
+def test_a_device_whose_devices_field_is_not_a_list_is_reported_and_offers_nothing() -> None:
+    with capture_logs() as logs:
+        run = simulate([_gpu_node("g1"), _device("g1", {"type": "gpu", "minor": 0}),
+                        _gpu_pod("a"), make_pod("c")], conf=FINEGRAINED)
+    message = ("Device g1: field spec.devices: must be a list of devices, got dict; the node "
+               "is treated as having no devices")
+    assert [e["message"] for e in logs if e["log_level"] == "warning"] == [message]
+    assert [e["message"] for e in run.events() if e["involvedObject"]["kind"] == "Device"] == [
+        message]
+    assert run.node_of("c") == "g1"
+    assert run.node_of("a") is None
+    assert "Insufficient gpu devices" in run.reason("a")
+
