@@ -19,14 +19,14 @@ What Volcano refuses at load is a :class:`ConfError` naming it: an unknown actio
 ``actions``, a switch (``enable…``) that is not true/false, ``arguments`` that is not a map,
 drf with ``enableHierarchy`` beside proportion in one tier; and so is what Volcano refuses to
 start with (GPU share with GPU number, either with vGPU) and ``capacity`` with ``proportion``.
-A plugin name Volcano does not know is refused too.
 
 What Volcano loads, Lahar loads, and nothing of it is accepted silently: each of these gives one
 warning naming the file and where in it (``tiers[T].plugins[P] (NAME): …``,
 ``configurations[I] (ACTION): …``, ``top-level key …``), collected in
 :attr:`SchedulerConf.warnings` for the CLI to print (``lahar run`` logs them):
 
-* a Volcano plugin Lahar does not implement is skipped;
+* a plugin name Lahar does not have is skipped, as Volcano's ``OpenSession`` skips it (with the
+  closest known name for a typo; a Volcano plugin Lahar does not implement is named as such);
 * an argument of the wrong type keeps its default, as Volcano's ``GetInt``/``GetFloat64``/
   ``GetBool``/``GetString`` do (:mod:`scheduler.framework.arguments`);
 * a value Volcano replaces (a negative ``ancestorReclaimLevel``) or takes although it is
@@ -54,7 +54,7 @@ from actions.preempt import PreemptArgs
 from actions.reclaim import ReclaimArgs
 from plugins import PLUGINS
 from scheduler.confyaml import load_conf_yaml
-from scheduler.framework.arguments import ArgumentError, arg, closest, parse_args
+from scheduler.framework.arguments import ArgumentError, arg, closest, parse_args, yaml_text
 from scheduler.framework.hooks import HOOK_FLAGS
 
 __all__ = [
@@ -219,24 +219,34 @@ class SchedulerConf:
         return next((p for tier in self.tiers for p in tier if p.name == name), None)
 
 
-def _plugin(raw: Any, where: str, warnings: list[str]) -> PluginOption:
+def _plugin(raw: Any, where: str, warnings: list[str]) -> PluginOption | None:
+    """The entry as a :class:`PluginOption`, or None (with a warning) for a plugin name Lahar
+    does not have. Volcano decodes every entry before it looks a name up, so a switch that is
+    not true/false or ``arguments`` that is not a map fails the load even on such an entry."""
     if not isinstance(raw, Mapping):
         raise ConfError(f"{where}: a plugin entry must be a map with a name")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise ConfError(f"{where}: plugin name is required")
+    for key, value in raw.items():
+        if key in PLUGIN_FLAGS and not isinstance(value, bool):
+            raise ConfError(f"{where} ({name}): {key} must be true or false, got "
+                            f"{yaml_text(value)} (Volcano refuses such a conf too)")
+    arguments = raw.get("arguments") or {}
+    if not isinstance(arguments, Mapping):
+        raise ConfError(f"{where} ({name}): arguments must be a map")
     cls = PLUGINS.get(name)
     if cls is None:
-        raise ConfError(f"{where}: unknown plugin {name!r} (known: {', '.join(sorted(PLUGINS))})")
+        warnings.append(_skipped(name, where))
+        return None
     flags: dict[str, bool] = {}
     for key, value in raw.items():
         if key in ("name", "arguments"):
             continue
         if key not in PLUGIN_FLAGS:
-            warnings.append(f"{where} ({name}): unknown key {key!r} ignored")
+            warnings.append(f"{where} ({name}): unknown key {key!r} ignored"
+                            f"{closest(str(key), PLUGIN_FLAGS)}")
             continue
-        if not isinstance(value, bool):
-            raise ConfError(f"{where} ({name}): {key} must be true or false, got {value!r}")
         flags[key] = value
     acted_on = _acted_on_flags(cls)
     for key in flags:
@@ -246,9 +256,6 @@ def _plugin(raw: Any, where: str, warnings: list[str]) -> PluginOption:
             )
     for key in PLUGIN_FLAGS:
         flags.setdefault(key, key not in _FLAG_DEFAULT_OFF)
-    arguments = raw.get("arguments") or {}
-    if not isinstance(arguments, Mapping):
-        raise ConfError(f"{where} ({name}): arguments must be a map")
     try:
         args, arg_warnings = parse_args(cls.Args, arguments)
     except ArgumentError as exc:
@@ -312,13 +319,9 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
         plugins = (tier or {}).get("plugins") if isinstance(tier, Mapping) else None
         if not isinstance(plugins, Sequence) or isinstance(plugins, str):
             raise ConfError(f"{source}: tiers[{t}].plugins must be a list")
-        tiers.append(
-            tuple(
-                _plugin(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
-                for i, p in enumerate(plugins)
-                if not _skip_unimplemented(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
-            )
-        )
+        options = (_plugin(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
+                   for i, p in enumerate(plugins))
+        tiers.append(tuple(option for option in options if option is not None))
     _check_combinations(tiers, source)
     if not any(tiers):
         warnings.append(
@@ -356,17 +359,17 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
     )
 
 
-def _skip_unimplemented(raw: Any, where: str, warnings: list[str]) -> bool:
-    """True (with a warning naming it) for a Volcano plugin that Lahar does not implement.
+def _skipped(name: str, where: str) -> str:
+    """The warning for a plugin Lahar skips, as Volcano's ``OpenSession`` skips a name it has
+    no builder for (``Failed to get plugin``).
 
-    Skipping lets a stock Volcano conf that names one (its CI conf names
-    ``network-topology-aware``) load and schedule with everything else it configures; what the
-    skipped plugin would have added is missing, and the warning says which plugin that is."""
-    name = raw.get("name") if isinstance(raw, Mapping) else None
-    if not isinstance(name, str) or name in PLUGINS or name not in VOLCANO_PLUGINS:
-        return False
-    warnings.append(f"{where}: Volcano plugin {name!r} is not implemented by Lahar; skipped")
-    return True
+    A Volcano plugin Lahar does not implement is named as such: skipping lets a stock Volcano
+    conf that names one (its CI conf names ``network-topology-aware``) load and schedule with
+    everything else it configures; what the skipped plugin would have added is missing. Any
+    other name is most likely a typo; the closest known name is suggested."""
+    if name in VOLCANO_PLUGINS:
+        return f"{where}: Volcano plugin {name!r} is not implemented by Lahar; skipped"
+    return f"{where}: unknown plugin {name!r} skipped{closest(name, VOLCANO_PLUGINS)}"
 
 
 def _configurations(

@@ -1,7 +1,8 @@
 """Volcano plugins Lahar does not implement: a conf naming one loads, and says it is skipped.
 
 Volcano's own registry (``pkg/scheduler/plugins/factory.go``) is the list; a name outside it is
-still an error. ``capacity`` and ``proportion`` may not share a conf.
+skipped too, as Volcano's ``OpenSession`` skips it, with the closest known name. ``capacity``
+and ``proportion`` may not share a conf.
 """
 
 from __future__ import annotations
@@ -72,9 +73,15 @@ def test_an_unimplemented_volcano_plugin_is_skipped_with_a_warning(name: str) ->
     )
 
 
-def test_a_name_volcano_does_not_know_is_still_an_error() -> None:
-    with pytest.raises(ConfError, match="unknown plugin 'network-topology'"):
-        parse_conf("tiers: [{plugins: [{name: network-topology}]}]")
+def test_a_name_volcano_does_not_know_is_skipped_with_the_closest_name() -> None:
+    """Volcano ``framework.OpenSession``: ``GetPluginBuilder`` finds no builder, logs ``Failed to
+    get plugin`` and goes on without it."""
+    conf = parse_conf("tiers: [{plugins: [{name: network-topology}, {name: gang}]}]",
+                      source="c.conf")
+    assert [p.name for p in conf.tiers[0]] == ["gang"]
+    assert conf.warnings == (
+        "c.conf: tiers[0].plugins[0]: unknown plugin 'network-topology' skipped (did you mean "
+        "'network-topology-aware'?)",)
 
 
 @pytest.mark.parametrize(
