@@ -21,6 +21,17 @@ from tests.devices.conftest import (
     vgpu_node,
     vgpu_pod,
 )
+from tests.devices.finegrained_helpers import (
+    GIB,
+    device_object,
+    fg_node,
+    fg_pod,
+    finegrained_conf,
+    gpu,
+    minors,
+    shared_gpu,
+)
+from tests.devices.finegrained_helpers import bound_pod as fg_bound_pod
 
 Obj = dict[str, Any]
 
@@ -103,3 +114,24 @@ def test_two_bound_pods_overbooking_a_gpushare_card() -> None:
         "node n1: GPU card 1 is overbooked by the pods bound to it (memory 10000/8000; pods "
         "default/a, default/b); every pod keeps its usage, so the card takes no new pod until "
         "enough of them end")
+
+
+def test_two_bound_pods_overbooking_a_finegrained_gpu() -> None:
+    """Koordinator's ``nodeDevice.updateCacheUsed`` (deviceshare/device_cache.go) adds a bound
+    pod's allocation without a capacity check; both pods stay charged here too, the GPU offers
+    nothing more, and the Node gets one warning naming the device and the pods."""
+    objs = [fg_node("n1", gpus=2), device_object("n1", [gpu(0), gpu(1)]),
+            fg_bound_pod("a", node="n1", nvidia=1, allocation={"gpu": [shared_gpu(0, 100)]}),
+            fg_bound_pod("b", node="n1", gpu_core=50, gpu_memory_ratio=50,
+                         allocation={"gpu": [shared_gpu(0, 50)]}),
+            fg_pod("new", gpu_core=10, gpu_memory_ratio=10)]
+    run = simulate(objs, conf=finegrained_conf())
+    assert run.node_of("a") == run.node_of("b") == "n1"
+    assert minors(run, "new") == [1]  # GPU 0 has nothing left to give
+    [event] = run.events("DeviceOverbooked")
+    assert event["involvedObject"]["kind"] == "Node"
+    assert event["message"] == (
+        f"node n1: gpu 0 is overbooked by the pods bound to it (koordinator.sh/gpu-core 150/100, "
+        f"koordinator.sh/gpu-memory {24 * GIB}/{16 * GIB}, koordinator.sh/gpu-memory-ratio "
+        f"150/100; pods default/a, default/b); every pod keeps its usage, so the device takes no "
+        f"new pod until enough of them end")

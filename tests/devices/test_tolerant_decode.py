@@ -21,6 +21,19 @@ from tests.devices.conftest import (
     vgpu_node,
     vgpu_pod,
 )
+from tests.devices.finegrained_helpers import ALLOCATED as FG_ALLOCATED
+from tests.devices.finegrained_helpers import (
+    GIB,
+    bound_pod,
+    device_object,
+    fg_node,
+    fg_pod,
+    finegrained_conf,
+    gpu,
+    minors,
+    nic,
+    shared_gpu,
+)
 
 Obj = dict[str, Any]
 IDS = "volcano.sh/vgpu-ids-new"
@@ -197,3 +210,106 @@ def test_readers_keep_positions_and_name_what_they_leave_out() -> None:
     assert indices.indices == (2, 0)
     assert indices.skipped == ("item 1 is empty", "item 2 must be an integer, got 'x'")
     assert read_index_list(" ").skipped == ("no card index",)
+
+
+# -- fine-grained (Koordinator) ------------------------------------------------------------------
+def fine_objs(allocation: Any, *pending: Obj) -> list[Obj]:
+    node = fg_node("n1", gpus=2)
+    return [node, device_object("n1", [gpu(0), gpu(1)]),
+            bound_pod("held", node="n1", allocation=allocation, nvidia=1), *pending]
+
+
+def fine_used(objs: list[Obj]) -> dict[tuple[str, int], dict[str, int]]:
+    session, _ = device_session(objs, conf=finegrained_conf())
+    return dict(session.nodes["n1"].others["FineGrained"].ledger.used)
+
+
+WHOLE_GPU = {"koordinator.sh/gpu-core": 100, "koordinator.sh/gpu-memory": 16 * GIB,
+             "koordinator.sh/gpu-memory-ratio": 100}
+
+
+def test_a_bad_device_allocated_entry_keeps_the_other_devices_held() -> None:
+    """Koordinator's ``nodeDeviceCache.updatePod`` (deviceshare/eventhandler_pod.go) drops the
+    pod when ``GetDeviceAllocations`` fails on any part, freeing GPU 0 here; Lahar leaves out
+    only the entry without an integer minor."""
+    allocation = {"gpu": [shared_gpu(0, 100), {"minor": "one", "resources": {}}]}
+    objs = fine_objs(allocation, fg_pod("two", nvidia=2), fg_pod("one", nvidia=1))
+    assert fine_used(objs) == {("gpu", 0): WHOLE_GPU}
+    run = simulate(objs, conf=finegrained_conf())
+    assert run.node_of("two") is None
+    assert minors(run, "one") == [1]
+    [event] = run.events("InvalidDeviceAnnotation")
+    assert event["involvedObject"]["name"] == "held"
+    assert event["message"] == (
+        "pod default/held on node n1: annotation scheduling.koordinator.sh/device-allocated: "
+        "gpu[1]: field minor must be an integer; that entry is not counted; the rest of it is "
+        "counted")
+
+
+@pytest.mark.parametrize(
+    ("resources", "used", "why"),
+    [
+        pytest.param({"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50",
+                      "koordinator.sh/gpu-memory": "lots"},
+                     {"koordinator.sh/gpu-core": 50, "koordinator.sh/gpu-memory-ratio": 50,
+                      "koordinator.sh/gpu-memory": 16 * GIB},
+                     "resources[koordinator.sh/gpu-memory]: ", id="unreadable-quantity"),
+        pytest.param({"koordinator.sh/gpu-core": "-50", "koordinator.sh/gpu-memory-ratio": "50"},
+                     {"koordinator.sh/gpu-core": 100, "koordinator.sh/gpu-memory-ratio": 50},
+                     "resources[koordinator.sh/gpu-core]: '-50' is negative", id="negative"),
+        pytest.param(["koordinator.sh/gpu-core"], WHOLE_GPU,
+                     "field resources must be a map; the whole device is counted",
+                     id="resources-not-a-map"),
+    ],
+)
+def test_an_unreadable_quantity_counts_the_device_whole_in_it(resources: Any,
+                                                              used: dict[str, int],
+                                                              why: str) -> None:
+    """A quantity ``GetDeviceAllocations`` (apis/extension/device_share.go) cannot unmarshal
+    makes Koordinator drop the pod; Lahar keeps the device and charges its whole total in that
+    resource, so nothing the pod may hold is handed out again (a negative quantity would free
+    capacity and is treated the same)."""
+    objs = fine_objs({"gpu": [{"minor": 0, "resources": resources}]})
+    assert fine_used(objs) == {("gpu", 0): used}
+    run = simulate(objs, conf=finegrained_conf())
+    [message] = messages(run, "InvalidDeviceAnnotation")
+    assert message.startswith("pod default/held on node n1: annotation "
+                              "scheduling.koordinator.sh/device-allocated: gpu[0] (minor 0): ")
+    assert why in message
+
+
+def test_an_unreadable_device_allocated_names_pod_and_annotation() -> None:
+    """Not a JSON map at all: no device can be named, so nothing is charged for the pod."""
+    objs = fine_objs({})
+    objs[2]["metadata"]["annotations"][FG_ALLOCATED] = "{gpu: [0]}"
+    assert fine_used(objs) == {}
+    run = simulate(objs, conf=finegrained_conf())
+    [message] = messages(run, "InvalidDeviceAnnotation")
+    assert message.startswith("pod default/held on node n1 has an unreadable "
+                              "scheduling.koordinator.sh/device-allocated annotation (not JSON: ")
+    assert message.endswith("); its device usage is not counted")
+
+
+def test_a_bad_vf_entry_is_named_and_the_device_stays_held() -> None:
+    objs = [fg_node("n1", gpus=0, nics=1), device_object("n1", [nic(0, vfs=2)]),
+            bound_pod("held", node="n1", rdma=1, allocation={"rdma": [
+                {"minor": 0, "resources": {"koordinator.sh/rdma": "1"},
+                 "extension": {"vfs": [{"minor": -1}, {"minor": -1, "busID": "0000:50:00.2"}]}}]})]
+    session, _ = device_session(objs, conf=finegrained_conf())
+    ledger = session.nodes["n1"].others["FineGrained"].ledger
+    assert ledger.used == {("rdma", 0): {"koordinator.sh/rdma": 1}}
+    assert ledger.vfs_used == {("rdma", 0): {"0000:50:00.2"}}
+    run = simulate(objs, conf=finegrained_conf())
+    [message] = messages(run, "InvalidDeviceAnnotation")
+    assert "rdma[0] (minor 0): extension.vfs[0] has no busID; that VF is not counted" in message
+
+
+def test_an_unreadable_hint_of_a_bound_pod_is_reported() -> None:
+    """The bound pod's ``device-allocate-hint`` says which PCIe roots it holds exclusively;
+    unreadable, nothing is held exclusively and the warning names pod and annotation."""
+    objs = fine_objs({"gpu": [shared_gpu(0, 100)]})
+    objs[2]["metadata"]["annotations"]["scheduling.koordinator.sh/device-allocate-hint"] = "{"
+    run = simulate(objs, conf=finegrained_conf())
+    [message] = messages(run, "InvalidDeviceAnnotation")
+    assert message.startswith("pod default/held on node n1 holds devices but its "
+                              "scheduling.koordinator.sh/device-allocate-hint cannot be read (")

@@ -31,9 +31,11 @@ from scheduler.devices.finegrained.ledger import (
     Allocation,
     AllocationError,
     Ledger,
+    ReadAllocation,
+    charge_whole,
     checkpoint_allocation,
-    decode_allocation,
     encode_allocation,
+    read_allocation,
 )
 from scheduler.devices.finegrained.model import NodeDeviceSpec
 from scheduler.devices.finegrained.names import (
@@ -54,6 +56,8 @@ from scheduler.devices.finegrained.plan import (
 __all__ = ["CHECKPOINT_PREFIX", "SUMMARY_COLUMNS", "FineGrainedDevices", "FitMemo"]
 
 NAME = "FineGrained"
+INVALID_ANNOTATION = "InvalidDeviceAnnotation"
+OVERBOOKED = "DeviceOverbooked"
 CHECKPOINT_PREFIX = "checkpoint/"
 SUMMARY_COLUMNS = COLUMNS
 
@@ -79,7 +83,7 @@ class FitMemo:
         default_factory=dict)
     """Summary rows by (shape, state, GPU pod kinds): identical nodes share one computation."""
     shapes: dict[Any, int] = field(default_factory=dict)
-    decoded: dict[str, Allocation] = field(default_factory=dict)
+    decoded: dict[str, ReadAllocation] = field(default_factory=dict)
     limit: int = 50_000
 
     def shape_id(self, spec: NodeDeviceSpec, topology: NodeTopology) -> int:
@@ -103,21 +107,21 @@ class FitMemo:
             self.verdicts.clear()
         self.verdicts[key] = (request, fit)
 
-    def decode(self, text: str) -> Allocation:
-        """``device-allocated`` decoded once per text (a pod's annotation is read again on
-        every update of the pod and every node rebuild)."""
-        allocation = self.decoded.get(text)
-        if allocation is None:
-            allocation = decode_allocation(text)
+    def read(self, text: str) -> ReadAllocation:
+        """``device-allocated`` read once per text (a pod's annotation is read again on every
+        update of the pod and every node rebuild)."""
+        read = self.decoded.get(text)
+        if read is None:
+            read = read_allocation(text)
             if len(self.decoded) >= self.limit:
                 self.decoded.clear()
-            self.decoded[text] = allocation
-        return allocation
+            self.decoded[text] = read
+        return read
 
     def seed(self, text: str, allocation: Allocation) -> None:
         if len(self.decoded) >= self.limit:
             self.decoded.clear()
-        self.decoded[text] = allocation
+        self.decoded[text] = ReadAllocation(allocation)
 
     def remember_plan(self, key: tuple[int, Any, Any], result: Allocation | str) -> None:
         if isinstance(result, dict) and any(p.vfs for picks in result.values() for p in picks):
@@ -146,6 +150,9 @@ class FineGrainedDevices:
     """``FineGrainedPolicy``: the policy that picks a plain GPU request's cards."""
     gpu_model: str = ""
     """The Node's ``node.koordinator.sh/gpu-model`` label (the placement policy's model)."""
+    pods: dict[str, str] = field(default_factory=dict)
+    """Holder (pod UID) → namespace/name of the bound pods charged here, to name them when a
+    device is overbooked."""
 
     # -- accounting ---------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -155,15 +162,52 @@ class FineGrainedDevices:
         if not text:
             return
         try:
-            allocation = self.memo.decode(text) if self.memo is not None else \
-                decode_allocation(text)
+            read = self.memo.read(text) if self.memo is not None else read_allocation(text)
         except AllocationError as exc:
             self._warn(task, f"pod {task.key} on node {self.node_name} has an unreadable "
                              f"{ALLOCATED} annotation ({exc}); its device usage is not counted")
             return
+        allocation = read.allocation
+        if read.skipped:
+            self._warn(task, f"pod {task.key} on node {self.node_name}: annotation {ALLOCATED}: "
+                             f"{'; '.join(read.skipped)}; the rest of it is counted")
+        if read.whole:
+            allocation = charge_whole(allocation, read.whole, self.ledger.devices)
         # A pod this scheduler placed may also show up in kubelet's checkpoint.
         self.ledger.discharge(CHECKPOINT_PREFIX + str(task.uid))
+        if str(task.uid) in self.ledger.holders:
+            return
+        keys = {(kind, pick.minor) for kind, picks in allocation.items() for pick in picks}
+        within = {key for key in keys if not self._excess(key)}
         self.ledger.charge(str(task.uid), allocation, self._exclusive(task, allocation))
+        self.pods[str(task.uid)] = task.key
+        for key in sorted(within):
+            self._report_overbooked(key)
+
+    def _excess(self, key: tuple[str, int]) -> list[str]:
+        """What the pods on device ``key`` hold beyond it (bound pods may come in that way)."""
+        assert self.ledger is not None
+        device = self.ledger.devices.get(key)
+        used = self.ledger.used.get(key, {})
+        if device is None or not device.total:
+            return []
+        return [f"{name} {value}/{device.total[name]}" for name, value in sorted(used.items())
+                if name in device.total and value > device.total[name]]
+
+    def _report_overbooked(self, key: tuple[str, int]) -> None:
+        excess = self._excess(key)
+        if not excess or self.reporter is None or self.ledger is None:
+            return
+        kind, minor = key
+        pods = sorted(self.pods.get(holder, f"kubelet checkpoint of pod "
+                                            f"{holder.removeprefix(CHECKPOINT_PREFIX)}")
+                      for holder, allocation in self.ledger.holders.items()
+                      if any(pick.minor == minor for pick in allocation.get(kind, ())))
+        self.reporter.warn(DeviceWarning(
+            kind="Node", name=self.node_name, reason=OVERBOOKED,
+            message=f"node {self.node_name}: {kind} {minor} is overbooked by the pods bound to it "
+                    f"({', '.join(excess)}; pods {', '.join(pods)}); every pod keeps its usage, "
+                    f"so the device takes no new pod until enough of them end"))
 
     def _exclusive(self, task: TaskInfo, allocation: Allocation
                    ) -> frozenset[tuple[str, str]]:
@@ -173,20 +217,24 @@ class FineGrainedDevices:
             return frozenset()
         try:
             hints = parse_hints(task, text)
-        except DeviceRequestError:
-            return frozenset()  # reported when the pod was scheduled
+        except DeviceRequestError as exc:
+            self._warn(task, f"pod {task.key} on node {self.node_name} holds devices but its "
+                             f"{ALLOCATE_HINT} cannot be read ({exc}); no PCIe root is held "
+                             f"exclusively for it")
+            return frozenset()
         return PodDeviceRequest(types={}, hints=hints).exclusive_roots_of(allocation,
                                                                           self.ledger)
 
     def sub_task(self, task: TaskInfo) -> None:
         if self.ledger is not None:
             self.ledger.discharge(str(task.uid))
+        self.pods.pop(str(task.uid), None)
 
     def _warn(self, task: TaskInfo, message: str) -> None:
         if self.reporter is not None:
             self.reporter.warn(DeviceWarning(kind="Pod", name=task.name,
                                              namespace=task.namespace, uid=str(task.uid),
-                                             message=message))
+                                             message=message, reason=INVALID_ANNOTATION))
 
     # -- choosing -----------------------------------------------------------------------
     def filter_node(self, task: TaskInfo, request: PodDeviceRequest) -> DeviceFit:
@@ -286,7 +334,8 @@ class FineGrainedDevices:
                                   policy=self.policy, topology=self.topology,
                                   memo=self.memo, shape=self.shape, isolation=self.isolation,
                                   share_blocked=self.share_blocked,
-                                  placement=self.placement, gpu_model=self.gpu_model)
+                                  placement=self.placement, gpu_model=self.gpu_model,
+                                  pods=dict(self.pods))
 
     def charge_checkpoints(self) -> None:
         """Charge the GPUs kubelet handed out on its own (Device object checkpoints)."""

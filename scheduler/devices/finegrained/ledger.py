@@ -6,6 +6,8 @@ the ``scheduling.koordinator.sh/device-allocated`` annotation of every pod bound
 out on its own (the Device object's ``node.koordinator.sh/gpu-checkpoints``). A restart or a
 new snapshot therefore sees exactly what the node side was told. Usage of a minor the Device
 object no longer lists stays charged, so a device that comes back is not handed out twice.
+A pod's annotation is read part by part (:func:`read_allocation`): a broken part never frees
+what the readable parts hold.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from scheduler.devices.finegrained.names import (
     TYPES,
 )
 
-__all__ = ["Allocation", "Ledger", "Pick", "decode_allocation", "encode_allocation"]
+__all__ = ["Allocation", "Ledger", "Pick", "ReadAllocation", "charge_whole", "decode_allocation",
+           "encode_allocation", "read_allocation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +77,78 @@ def encode_allocation(allocation: Allocation, devices: Mapping[tuple[str, int], 
     return json.dumps(out, separators=(",", ":"))
 
 
-def decode_allocation(text: str) -> Allocation:
-    """The annotation back as picks; raises :class:`AllocationError` naming the problem."""
+@dataclass(frozen=True, slots=True)
+class ReadAllocation:
+    """A ``device-allocated`` annotation read part by part (:func:`read_allocation`)."""
+
+    allocation: Allocation
+    skipped: tuple[str, ...] = ()
+    """One message per part left out or counted whole, naming it."""
+    whole: tuple[tuple[str, int, str | None], ...] = ()
+    """``(type, position in allocation[type], resource)`` whose quantity is unreadable: to be
+    charged at the device's total in that resource (``None``: in every resource)."""
+
+
+def _vfs(raw: object, where: str, skipped: list[str]) -> tuple[tuple[int, str], ...]:
+    if raw is None:
+        return ()
+    vfs = raw.get("vfs") if isinstance(raw, Mapping) else raw
+    if vfs is None:
+        return ()
+    if not isinstance(vfs, list):
+        skipped.append(f"{where}: field extension.vfs must be a list; no VF of it is counted")
+        return ()
+    out = []
+    for j, vf in enumerate(vfs):
+        bus = vf.get("busID") if isinstance(vf, Mapping) else None
+        if not isinstance(bus, str) or not bus:
+            skipped.append(f"{where}: extension.vfs[{j}] has no busID; that VF is not counted")
+            continue
+        minor = vf.get("minor", -1)
+        out.append((minor if isinstance(minor, int) and not isinstance(minor, bool) else -1,
+                    bus))
+    return tuple(out)
+
+
+def _resources(raw: object, where: str, at: tuple[str, int], skipped: list[str],
+               whole: list[tuple[str, int, str | None]]) -> dict[str, int]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        skipped.append(f"{where}: field resources must be a map; the whole device is counted")
+        whole.append((*at, None))
+        return {}
+    resources: dict[str, int] = {}
+    legacy: dict[str, int] = {}
+    for key, quantity in raw.items():
+        name = str(key)
+        canonical = DEPRECATED.get(name, name)
+        try:
+            value = to_int(quantity)
+            if value < 0:
+                raise ValueError(f"{quantity!r} is negative")
+        except (ValueError, TypeError) as exc:
+            skipped.append(f"{where}: resources[{name}]: {exc}; the device's whole "
+                           f"{canonical} is counted")
+            whole.append((*at, canonical))
+            continue
+        target = legacy if name in DEPRECATED else resources
+        target[canonical] = value
+    for name, value in legacy.items():
+        resources.setdefault(name, value)
+    return resources
+
+
+def read_allocation(text: str) -> ReadAllocation:
+    """The annotation as picks, every readable part of it.
+
+    Koordinator's ``GetDeviceAllocations`` unmarshals the whole value and its pod handler
+    (``nodeDeviceCache.updatePod``) ignores the pod on any error, freeing every device the pod
+    holds. Here only a value that is not a JSON map raises :class:`AllocationError`; a device
+    type that is not a list or an entry without an integer minor is left out, a resource whose
+    quantity cannot be read (or is negative) is marked to be charged at the device's total, and
+    each of these is named in ``skipped``.
+    """
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -83,30 +156,53 @@ def decode_allocation(text: str) -> Allocation:
     if not isinstance(raw, Mapping):
         raise AllocationError("must be a map of device type to allocations")
     out: Allocation = {}
+    skipped: list[str] = []
+    whole: list[tuple[str, int, str | None]] = []
     for kind, entries in raw.items():
+        kind = str(kind)
         if not isinstance(entries, list):
-            raise AllocationError(f"{kind}: must be a list")
-        picks = []
+            skipped.append(f"{kind}: must be a list; no {kind} device of it is counted")
+            continue
+        picks: list[Pick] = []
         for i, entry in enumerate(entries):
-            if not isinstance(entry, Mapping) or isinstance(entry.get("minor"), bool) \
-                    or not isinstance(entry.get("minor"), int):
-                raise AllocationError(f"{kind}[{i}]: field minor must be an integer")
-            resources: dict[str, int] = {}
-            legacy: dict[str, int] = {}
-            for name, quantity in (entry.get("resources") or {}).items():
-                try:
-                    value = to_int(quantity)
-                except (ValueError, TypeError) as exc:
-                    raise AllocationError(f"{kind}[{i}]: resources[{name}]: {exc}") from None
-                target = legacy if name in DEPRECATED else resources
-                target[DEPRECATED.get(name, name)] = value
-            for name, value in legacy.items():
-                resources.setdefault(name, value)
-            vfs = tuple((int(vf.get("minor", -1)), str(vf.get("busID", "")))
-                        for vf in ((entry.get("extension") or {}).get("vfs") or [])
-                        if isinstance(vf, Mapping))
-            picks.append(Pick(entry["minor"], resources, vfs))
-        out[str(kind)] = tuple(picks)
+            minor = entry.get("minor") if isinstance(entry, Mapping) else None
+            if not isinstance(minor, int) or isinstance(minor, bool):
+                skipped.append(f"{kind}[{i}]: field minor must be an integer; that entry is not "
+                               f"counted")
+                continue
+            where = f"{kind}[{i}] (minor {minor})"
+            resources = _resources(entry.get("resources"), where, (kind, len(picks)), skipped,
+                                   whole)
+            vfs = _vfs(entry.get("extension"), where, skipped)
+            picks.append(Pick(minor, resources, vfs))
+        out[kind] = tuple(picks)
+    return ReadAllocation(out, tuple(skipped), tuple(whole))
+
+
+def decode_allocation(text: str) -> Allocation:
+    """The annotation back as picks; raises :class:`AllocationError` naming the first problem
+    (the node side and ``lahar inspect devices`` take nothing from a broken annotation)."""
+    read = read_allocation(text)
+    if read.skipped:
+        raise AllocationError(read.skipped[0])
+    return read.allocation
+
+
+def charge_whole(allocation: Allocation, whole: tuple[tuple[str, int, str | None], ...],
+                 devices: Mapping[tuple[str, int], DeviceInfo]) -> Allocation:
+    """``allocation`` with each unreadable quantity replaced by the device's total in it."""
+    out = dict(allocation)
+    for kind, at, name in whole:
+        picks = list(out[kind])
+        pick = picks[at]
+        device = devices.get((kind, pick.minor))
+        total = device.total if device is not None else {}
+        resources = dict(pick.resources)
+        for resource, value in total.items() if name is None else ((name, total.get(name)),):
+            if value:
+                resources[resource] = max(resources.get(resource, 0), value)
+        picks[at] = Pick(pick.minor, resources, pick.vfs)
+        out[kind] = tuple(picks)
     return out
 
 
