@@ -13,11 +13,14 @@ With ``enableHierarchy`` the queues form a tree through ``spec.parent`` under ``
 (:mod:`scheduler.framework.queuetree`): children inherit the capability dimensions they leave
 unset, a parent's real capability bounds its children's, only leaf queues take jobs, and the
 quota checks run on a queue and all its ancestors. ``ancestorReclaimLevel`` (default 0) extends
-the reclaim checks to that many levels of ancestors. A broken tree (a missing parent, a cycle, a
-job in a queue with children) stops the plugin from admitting or placing anything until fixed,
-as in Volcano, and is logged naming the queue. Volcano's ``plugins/capacity/capacity.go`` is
-the reference; its DRA device-class quotas and queue-admission scheduling gates are not
-implemented.
+the reclaim checks to that many levels of ancestors. A queue whose ``spec.parent`` names a
+queue that does not exist, the queues of a cycle of parents and the queues below them are left
+out: their jobs are invalid (the PodGroup's condition and the pods' name the queue and the
+cycle), each such Queue gets one Warning event, and every other queue is scheduled as if they
+did not exist. Volcano stops the whole plugin for these instead; Lahar still does for a job in
+a queue with children, as Volcano does, logged naming the queue. Volcano's
+``plugins/capacity/capacity.go`` is the reference; its DRA device-class quotas and
+queue-admission scheduling gates are not implemented.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from scheduler.framework.arguments import arg, note, notes_field
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
     ROOT_QUEUE,
+    LeftOutReporter,
     QueueAttr,
     QueueTree,
     QueueTreeError,
@@ -81,6 +85,8 @@ class Capacity(PluginBase[CapacityArgs]):
         super().on_session_open(session)
         self.attrs: dict[QueueID, QueueAttr] = {}
         self.tree: QueueTree | None = None
+        self.left_out: dict[QueueID, str] = {}
+        """Queues with no place in the hierarchy → why (their jobs are invalid)."""
         self.ready = True
         self.error = ""
         self.hierarchy = any(entry.plugin is self and bool(entry.flags.get("enableHierarchy"))
@@ -92,10 +98,22 @@ class Capacity(PluginBase[CapacityArgs]):
         try:
             self.tree, self.attrs = build_tree_attrs(session.queues, jobs, total)
         except QueueTreeError as exc:
-            # Volcano stops the plugin for the whole cycle: no queue could be bounded correctly.
+            # A job in a queue with children: as Volcano, the plugin stops for the cycle.
             self.error = f"queue hierarchy unusable: {exc}"
             log.error("capacity admits and places nothing this cycle", error=self.error)
             self.ready = False
+            return
+        self.left_out = self.tree.left_out
+        self._report_left_out(session)
+
+    def _report_left_out(self, session: Session) -> None:
+        """Once per change, through the sink when it can (the cache remembers what it told);
+        otherwise logged every session."""
+        problems = {session.queues[uid].name: reason for uid, reason in self.left_out.items()}
+        if isinstance(session.sink, LeftOutReporter):
+            session.sink.report_left_out("Queue", problems)
+        elif problems:
+            log.warning("queues left out of the hierarchy", queues=problems)
 
     # -- helpers ----------------------------------------------------------------------------
     def _chain(self, attr: QueueAttr) -> Iterator[QueueAttr]:
@@ -164,8 +182,16 @@ class Capacity(PluginBase[CapacityArgs]):
         return -1 if left_level > right_level else 1
 
     # -- admission and allocation -----------------------------------------------------------
+    def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        """A job of a queue left out of the hierarchy is invalid, with the queue's reason."""
+        reason = self.left_out.get(job.queue)
+        if reason is None:
+            return None
+        return "InvalidQueue", f"{reason}; the queue's jobs are left out of scheduling"
+
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        if not queue.is_open or not self.ready or not self._is_leaf(queue.uid):
+        if not queue.is_open or not self.ready or not self._is_leaf(queue.uid) \
+                or queue.uid in self.left_out:
             return False
         attr = self.attrs.get(queue.uid)
         if attr is None:
@@ -178,7 +204,7 @@ class Capacity(PluginBase[CapacityArgs]):
         if not self.ready:
             job.enqueue_message = self.error
             return Vote.REJECT
-        if not self._is_leaf(job.queue):
+        if not self._is_leaf(job.queue) or job.queue in self.left_out:
             return Vote.REJECT
         queue = self.ssn.queues.get(job.queue)
         attr = self.attrs.get(job.queue)

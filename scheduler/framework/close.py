@@ -223,13 +223,16 @@ def _close_job(session: Session, job: JobInfo, now: str) -> bool:
         # A settled job is handed out without resetting what a cycle writes onto a job.
         return not _written_onto(job)
     invalid = session.invalid_jobs.get(job.uid)
+    podgroup = job.podgroup
+    before = session.phase_before(job.uid)
     if invalid is not None:
         reason, message = invalid
         session.update_podgroup_condition(
             job, "Unschedulable", reason=reason, message=message, now=now)
         job.job_fit_error = message
-    podgroup = job.podgroup
-    before = session.phase_before(job.uid)
+        if before is not None:
+            # Not admitted: Volcano drops an invalid job from the session before enqueue runs.
+            podgroup.phase = before
     podgroup.phase = podgroup_phase(session, job)
     podgroup.running = job.count(TaskStatus.RUNNING)
     podgroup.succeeded = job.count(TaskStatus.SUCCEEDED)
@@ -237,7 +240,7 @@ def _close_job(session: Session, job: JobInfo, now: str) -> bool:
     event: tuple[str, str, str] | None = None
     if podgroup.phase in (PHASE_PENDING, PHASE_INQUEUE, PHASE_UNKNOWN):
         pending = len(job.task_status_index.get(TaskStatus.PENDING, {}))
-        if job.enqueue_message and podgroup.phase == PHASE_PENDING:
+        if job.enqueue_message and podgroup.phase == PHASE_PENDING and invalid is None:
             event = ("Normal", "Unschedulable", job.enqueue_message)
             job.job_fit_error = job.enqueue_message
         elif pending or invalid is not None:

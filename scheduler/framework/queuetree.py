@@ -3,8 +3,11 @@
 Hierarchical queues (Volcano's capacity plugin with ``enableHierarchy``) form a tree: a queue
 without ``spec.parent`` hangs under ``root``. Volcano's scheduler creates the ``root`` queue at
 start; where no such Queue object exists the tree has an implicit ``root`` with no bounds, which
-is what Volcano's freshly created root is. A parent that does not exist or a cycle of parents
-makes the tree unusable; :class:`QueueTreeError` names the queue and the field.
+is what Volcano's freshly created root is. A queue whose ``spec.parent`` names a queue that does
+not exist, the queues of a cycle of parents and every queue below them have no place in the
+tree: :func:`build_usable_tree` leaves them out, with the reason naming the queue and the field,
+and links the others as if the left-out queues did not exist (Volcano gives up on the whole
+tree instead; one bad Queue should not stop every other queue).
 
 :class:`QueueAttr` holds one queue's figures for a session — deserved, guarantee, capability,
 real capability, allocated, inqueue, elastic, share — built flat (:func:`build_flat_attrs`) or
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -27,12 +31,14 @@ from scheduler.api.types import ALLOCATED_STATUS, QueueID, TaskStatus
 
 __all__ = [
     "ROOT_QUEUE",
+    "LeftOutReporter",
     "QueueAttr",
     "QueueTree",
     "QueueTreeError",
     "build_flat_attrs",
     "build_queue_tree",
     "build_tree_attrs",
+    "build_usable_tree",
 ]
 
 log = structlog.get_logger("lahar.queuetree")
@@ -44,11 +50,26 @@ class QueueTreeError(ValueError):
     """A queue whose ``spec.parent`` cannot be placed in the tree."""
 
 
+@runtime_checkable
+class LeftOutReporter(Protocol):
+    """A session sink (the scheduler cache) that tells users, once, which objects scheduling
+    leaves out and why."""
+
+    def report_left_out(self, kind: str, problems: Mapping[str, str]) -> None:
+        """``problems``: every object of ``kind`` left out now, name → why. A new or changed
+        entry is logged and recorded as a Warning event on the object; an entry gone since
+        the last report is logged as fixed."""
+
+
 @dataclass(slots=True)
 class QueueTree:
     ancestors: dict[QueueID, tuple[QueueID, ...]] = field(default_factory=dict)
-    """Every queue's ancestors, ``root`` first and its parent last (``root``: none)."""
+    """Every usable queue's ancestors, ``root`` first and its parent last (``root``: none)."""
     children: dict[QueueID, list[QueueID]] = field(default_factory=dict)
+    left_out: dict[QueueID, str] = field(default_factory=dict)
+    """Queues that have no place in the tree → why, naming the queue and the field: a
+    ``spec.parent`` naming a queue that does not exist, a cycle of parents, or an ancestor
+    left out for one of these. They are in neither ``ancestors`` nor ``children``."""
 
     def is_leaf(self, queue: QueueID) -> bool:
         return not self.children.get(queue)
@@ -63,39 +84,72 @@ class QueueTree:
 
 
 def build_queue_tree(queues: Mapping[QueueID, QueueInfo]) -> QueueTree:
-    """Link ``queues`` by ``spec.parent``; raises :class:`QueueTreeError` on a missing parent
-    or a cycle."""
+    """Link ``queues`` by ``spec.parent``; raises :class:`QueueTreeError` naming the first
+    queue (by name) that has no place in the tree (see :func:`build_usable_tree`)."""
+    tree = build_usable_tree(queues)
+    if tree.left_out:
+        raise QueueTreeError(tree.left_out[min(tree.left_out)])
+    return tree
+
+
+def build_usable_tree(queues: Mapping[QueueID, QueueInfo]) -> QueueTree:
+    """Link ``queues`` by ``spec.parent``, leaving out (``QueueTree.left_out``) every queue
+    whose chain of parents does not reach ``root``: the queues of a cycle, a queue whose
+    parent does not exist, and every queue below those. The other queues form the same tree
+    they would form if the left-out queues did not exist."""
     parents: dict[QueueID, QueueID] = {}
     for uid, queue in queues.items():
-        if uid == ROOT_QUEUE:
-            continue
-        parent = QueueID(queue.parent or ROOT_QUEUE)
-        if parent != ROOT_QUEUE and parent not in queues:
-            raise QueueTreeError(
-                f"Queue {queue.name}: spec.parent names queue {parent!r}, which does not exist"
-            )
-        parents[uid] = parent
+        if uid != ROOT_QUEUE:
+            parents[uid] = QueueID(queue.parent or ROOT_QUEUE)
     tree = QueueTree()
     tree.ancestors[ROOT_QUEUE] = ()
     tree.children[ROOT_QUEUE] = []
+    causes: dict[QueueID, tuple[str, str]] = {}
     for uid in sorted(parents):
-        chain: list[QueueID] = []
-        seen = {uid}
-        current = parents[uid]
-        while current != ROOT_QUEUE:
-            if current in seen:
-                path = " -> ".join([uid, *chain, current])
-                raise QueueTreeError(
-                    f"Queue {queues[uid].name}: spec.parent forms a cycle ({path})"
-                )
-            seen.add(current)
-            chain.append(current)
-            current = parents[current]
-        tree.ancestors[uid] = (ROOT_QUEUE, *reversed(chain))
-        tree.children.setdefault(uid, [])
+        _place(uid, parents=parents, queues=queues, tree=tree, causes=causes)
     for uid in sorted(parents):
-        tree.children.setdefault(parents[uid], []).append(uid)
+        if uid in tree.ancestors:
+            tree.children.setdefault(parents[uid], []).append(uid)
     return tree
+
+
+def _place(uid: QueueID, *, parents: Mapping[QueueID, QueueID],
+           queues: Mapping[QueueID, QueueInfo], tree: QueueTree,
+           causes: dict[QueueID, tuple[str, str]]) -> None:
+    """Settle ``uid`` and every queue on its way up to a settled one: each gets its ancestors
+    or a reason in ``tree.left_out`` (``causes``: the queue where its chain breaks, and why)."""
+    path: list[QueueID] = []
+    on_path: dict[QueueID, int] = {}
+    current = uid
+    while current not in tree.ancestors and current not in tree.left_out:
+        on_path[current] = len(path)
+        path.append(current)
+        parent = parents[current]
+        if parent in on_path:  # back on the walk: path[start:] is a cycle
+            start = on_path[parent]
+            cycle = path[start:]
+            for i, member in enumerate(cycle):
+                loop = " -> ".join([*cycle[i:], *cycle[:i], member])
+                causes[member] = (member, f"spec.parent forms a cycle ({loop})")
+                tree.left_out[member] = f"Queue {queues[member].name}: {causes[member][1]}"
+            del path[start:]
+            break
+        if parent != ROOT_QUEUE and parent not in queues:
+            causes[current] = (current, f"spec.parent names queue {parent!r}, "
+                                        "which does not exist")
+            tree.left_out[current] = f"Queue {queues[current].name}: {causes[current][1]}"
+            path.pop()
+            break
+        current = parent
+    for member in reversed(path):  # top-down from where the walk stopped
+        parent = parents[member]
+        if parent in causes:
+            broken, problem = causes[member] = causes[parent]
+            tree.left_out[member] = (f"Queue {queues[member].name}: spec.parent leads to "
+                                     f"queue {broken}, whose {problem}")
+        else:
+            tree.ancestors[member] = (*tree.ancestors[parent], parent)
+            tree.children.setdefault(member, [])
 
 
 # -- capacity figures per queue -----------------------------------------------------------------
@@ -209,9 +263,10 @@ def build_flat_attrs(queues: Mapping[QueueID, QueueInfo], jobs: Iterable[JobInfo
 def build_tree_attrs(queues: Mapping[QueueID, QueueInfo], jobs: Iterable[JobInfo],
                      total: Resource) -> tuple[QueueTree, dict[QueueID, QueueAttr]]:
     """Figures for every queue of the hierarchy (Volcano's ``buildHierarchicalQueueAttrs``);
-    a job's usage counts in its queue and every ancestor. Raises :class:`QueueTreeError`
-    for a broken tree or a job in a queue with children."""
-    tree = build_queue_tree(queues)
+    a job's usage counts in its queue and every ancestor. Queues left out of the tree
+    (``QueueTree.left_out``) get no figures and their jobs count nowhere. Raises
+    :class:`QueueTreeError` for a job in a queue with children."""
+    tree = build_usable_tree(queues)
     attrs: dict[QueueID, QueueAttr] = {}
     for uid, ancestors in tree.ancestors.items():
         attrs[uid] = _new_attr(uid, queues.get(uid))

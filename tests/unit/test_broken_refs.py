@@ -2,8 +2,9 @@
 explained on the objects they affect; nothing else changes.
 
 A PodGroup that cannot be read or that was deleted while its pods wait, a PodGroup of a queue
-that does not exist, and a Koordinator ``Device`` object of a node that does not exist or with
-a malformed ``spec.devices``.
+that does not exist, a Koordinator ``Device`` object of a node that does not exist or with a
+malformed ``spec.devices``, and (capacity with ``enableHierarchy``) queues whose ``spec.parent``
+forms a cycle or names a queue that does not exist.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from structlog.testing import capture_logs
 
+from scheduler.api.queue import queue_from_object
+from scheduler.api.types import QueueID
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import SimCluster
 from scheduler.cluster.simulation import build_simulation
 from scheduler.conf import load_conf, parse_conf
+from scheduler.framework.queuetree import QueueTreeError, build_queue_tree, build_usable_tree
 from scheduler.loop import Scheduler
 from tests.builders import Obj, make_node, make_pod, make_podgroup, simulate
 
@@ -203,3 +209,106 @@ def test_a_device_whose_devices_field_is_not_a_list_is_reported_and_offers_nothi
     assert run.node_of("a") is None
     assert "Insufficient gpu devices" in run.reason("a")
 
+
+# -- Queues of a broken hierarchy ---------------------------------------------------------------
+
+HIERARCHY = (ROOT / "tests" / "data" / "confs" / "capacity-hierarchy.conf").read_text() \
+    .replace(", reclaim", "")
+SAMPLE = [doc for doc in yaml.safe_load_all(
+    (ROOT / "conf" / "samples" / "capacity-hierarchy.yaml").read_text()) if doc]
+
+
+def _queue(name: str, parent: str | None = None, **spec: Any) -> Obj:
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": name}, "spec": {**spec, **({"parent": parent} if parent else {})}}
+
+
+def _queues(*objs: Obj) -> dict[QueueID, Any]:
+    return {info.uid: info for info in map(queue_from_object, objs)}
+
+
+def test_the_usable_tree_leaves_out_cycles_missing_parents_and_what_hangs_below() -> None:
+    tree = build_usable_tree(_queues(
+        _queue("a"), _queue("b", "a"), _queue("qself", "qself"), _queue("qx", "qy"),
+        _queue("qy", "qx"), _queue("c1", "qx"), _queue("c2", "c1"), _queue("lost", "nowhere"),
+        _queue("l2", "lost"), _queue("root", "qx")))
+    assert tree.ancestors == {"root": (), "a": ("root",), "b": ("root", "a")}
+    assert tree.children == {"root": ["a"], "a": ["b"], "b": []}
+    assert tree.left_out == {
+        "qself": "Queue qself: spec.parent forms a cycle (qself -> qself)",
+        "qx": "Queue qx: spec.parent forms a cycle (qx -> qy -> qx)",
+        "qy": "Queue qy: spec.parent forms a cycle (qy -> qx -> qy)",
+        "c1": "Queue c1: spec.parent leads to queue qx, whose spec.parent forms a cycle "
+              "(qx -> qy -> qx)",
+        "c2": "Queue c2: spec.parent leads to queue qx, whose spec.parent forms a cycle "
+              "(qx -> qy -> qx)",
+        "lost": "Queue lost: spec.parent names queue 'nowhere', which does not exist",
+        "l2": "Queue l2: spec.parent leads to queue lost, whose spec.parent names queue "
+              "'nowhere', which does not exist",
+    }
+    with pytest.raises(QueueTreeError, match=r"^Queue c1: spec.parent leads to queue qx"):
+        build_queue_tree(_queues(_queue("qx", "qy"), _queue("qy", "qx"), _queue("c1", "qx")))
+
+
+BROKEN = {
+    "self-cycle": [_queue("qself", "qself", deserved={"cpu": "1"})],
+    "two-cycle": [_queue("qx", "qy"), _queue("qy", "qx"), _queue("qchild", "qx")],
+    "missing-parent": [_queue("lost", "nowhere", capability={"cpu": "1"}),
+                       _queue("below", "lost")],
+}
+
+
+def _broken_pods(queues: list[Obj]) -> list[Obj]:
+    """One pod per queue; the first PodGroup with minResources (admission asks the queue
+    plugin), the others without (admitted unasked, unless the job is invalid)."""
+    pods = []
+    for i, queue in enumerate(queues):
+        name = queue["metadata"]["name"]
+        pods.append(make_podgroup(f"{name}-pg", queue=name,
+                                  min_resources={"cpu": "1"} if i == 0 else None))
+        pods.append(make_pod(f"{name}-0", group=f"{name}-pg", cpu="1"))
+    return pods
+
+
+@pytest.mark.parametrize("case", list(BROKEN), ids=list(BROKEN))
+def test_broken_queues_are_left_out_and_the_rest_schedules_as_if_they_were_absent(
+        case: str) -> None:
+    broken = BROKEN[case]
+    alone = simulate(SAMPLE, conf=HIERARCHY)
+    with capture_logs() as logs:
+        run = simulate([*SAMPLE, *broken, *_broken_pods(broken)], conf=HIERARCHY)
+    valid = {name: node for name, node in run.binds().items()
+             if not any(name.startswith(q["metadata"]["name"]) for q in broken)}
+    assert valid == alone.binds()
+    names = [q["metadata"]["name"] for q in broken]
+    reasons = build_usable_tree(_queues(*SAMPLE[2:6], *broken)).left_out
+    for name in names:
+        assert run.node_of(f"{name}-0") is None
+        expected = f"{reasons[name]}; the queue's jobs are left out of scheduling"
+        assert run.reason(f"{name}-0") == expected
+        group = run.podgroup(f"{name}-pg")["status"]
+        assert group["phase"] == "Pending"  # never admitted
+        (condition,) = group["conditions"]
+        assert (condition["type"], condition["reason"], condition["message"]) == (
+            "Unschedulable", "InvalidQueue", expected)
+        (event,) = [e for e in run.events("Invalid") if e["involvedObject"]["name"] == name]
+        assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "Queue"
+        assert event["message"] == reasons[name]
+    warnings = [e for e in logs if e["log_level"] in ("warning", "error")]
+    assert [(e["event"], e["kind"], sorted(e["objects"])) for e in warnings] == [
+        ("left out of scheduling", "Queue", sorted(names))]
+
+
+def test_a_fixed_queue_schedules_again_and_the_fix_is_logged() -> None:
+    cluster, cache, scheduler = _cluster(
+        [make_node("n1"), _queue("qx", "qy"), _queue("qy", "qx"), *_broken_pods([_queue("qx")])],
+        conf=HIERARCHY)
+    _cycle(cache, scheduler, 2)
+    assert "forms a cycle" in _condition(cluster, "qx-0")["message"]
+    with capture_logs() as logs:
+        fixed = cluster.objects["Queue"]["qy"] = _queue("qy")
+        cache.apply("MODIFIED", "Queue", fixed)
+        _cycle(cache, scheduler, 2)
+    assert cluster.objects["Pod"]["default/qx-0"]["spec"].get("nodeName") == "n1"
+    told = [(e["event"], e["objects"]) for e in logs if "left out" in e["event"]]
+    assert told == [("no longer left out of scheduling", ["qx", "qy"])]
