@@ -20,7 +20,8 @@ from typing import Any
 
 from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.api.task import TaskInfo
-from scheduler.devices.base import DeviceRequestError
+from scheduler.devices.base import DeviceRequestError, task_annotations
+from scheduler.devices.finegrained.hints import parse_joint
 from scheduler.devices.finegrained.names import (
     DEPRECATED,
     FPGA,
@@ -31,6 +32,7 @@ from scheduler.devices.finegrained.names import (
     GPU_NAMES,
     GPU_SHARED,
     HUAWEI_NPU,
+    JOINT_ALLOCATE,
     RDMA,
     TYPE_FPGA,
     TYPE_GPU,
@@ -127,7 +129,8 @@ def _check_percent(task: TaskInfo, name: str, value: int | None) -> None:
 
 
 def validate(task: TaskInfo, requests: Mapping[str, int]) -> None:
-    """Koordinator's allowed GPU combinations and percent rules (raises on a violation)."""
+    """Koordinator's allowed GPU combinations and percent rules, and the form of the
+    joint-allocate annotation (raises on a violation)."""
     gpu = {name for name in requests if name in GPU_NAMES}
     where = f"pod {task.key}"
     if gpu & set(HUAWEI_NPU):
@@ -165,6 +168,11 @@ def validate(task: TaskInfo, requests: Mapping[str, int]) -> None:
             _check_percent(task, GPU_MEMORY_RATIO, ratio)
     for name in (RDMA, FPGA):
         _check_percent(task, name, requests.get(name))
+    # Koordinator's preparePod parses the joint annotation for every pod with a device request
+    # (parsePodDeviceShareExtensions), so a malformed one leaves even a GPU-only pod pending.
+    joint = task_annotations(task).get(JOINT_ALLOCATE)
+    if joint is not None:
+        parse_joint(task, joint)
 
 
 def _gpu_request(task: TaskInfo, requests: Mapping[str, int]) -> TypeRequest | None:
