@@ -626,3 +626,91 @@ def test_every_manifest_is_json_serialisable() -> None:
     # kubectl sends JSON; YAML-only values (dates, non-string keys) would not survive.
     for obj in _objects():
         json.dumps(obj)
+
+
+# -- optional admission policy ---------------------------------------------------------------
+
+POLICY_FILE = DEPLOY / "optional" / "validating-admission-policy.yaml"
+VAP_API = "admissionregistration.k8s.io/v1beta1"
+
+
+def _policies() -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for doc in _documents(POLICY_FILE)
+            if doc["kind"] == "ValidatingAdmissionPolicy"}
+
+
+def test_admission_policy_is_optional_and_outside_the_default_install() -> None:
+    assert POLICY_FILE not in MANIFESTS  # `kubectl apply -f conf/deploy/` is not recursive
+    kustomization = yaml.safe_load((CONF / "kustomization.yaml").read_text())
+    assert not any("optional" in entry for entry in kustomization["resources"])
+    header = POLICY_FILE.read_text().split("apiVersion:", 1)[0]
+    assert "Optional" in header and "never a substitute" in header
+
+
+def test_admission_policies_name_the_volcano_resources_and_are_bound() -> None:
+    documents = _documents(POLICY_FILE)
+    assert {doc["apiVersion"] for doc in documents} == {VAP_API}
+    assert sorted(doc["kind"] for doc in documents) == [
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding"]
+    policies = _policies()
+    resources = {}
+    for name, policy in policies.items():
+        assert "namespace" not in policy["metadata"]  # cluster-scoped
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        assert rule["apiGroups"] == ["scheduling.volcano.sh"]
+        assert rule["apiVersions"] == ["v1beta1"]
+        assert sorted(rule["operations"]) == ["CREATE", "UPDATE"]
+        (resources[name],) = rule["resources"]
+        for validation in policy["spec"]["validations"]:
+            assert validation["reason"] in ("Invalid", "Forbidden")
+    assert resources == {"lahar-queue-parent-not-itself": "queues",
+                         "lahar-podgroup-min-member-not-negative": "podgroups"}
+    (queue_check,) = policies["lahar-queue-parent-not-itself"]["spec"]["validations"]
+    assert "object.spec.parent != object.metadata.name" in queue_check["expression"]
+    (group_check,) = policies["lahar-podgroup-min-member-not-negative"]["spec"]["validations"]
+    assert "object.spec.minMember >= 0" in group_check["expression"]
+    bindings = [doc for doc in documents if doc["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert sorted(b["spec"]["policyName"] for b in bindings) == sorted(policies)
+    for binding in bindings:
+        assert binding["spec"]["validationActions"] == ["Deny"]
+        assert "namespace" not in binding["metadata"]
+
+
+def test_admission_policies_read_fields_the_crds_declare() -> None:
+    """CEL in a policy is type-checked against the CRD schema: the fields must exist there."""
+    queue_spec = _schema(_crd("queues.scheduling.volcano.sh"))["properties"]["spec"]
+    assert queue_spec["properties"]["parent"]["type"] == "string"
+    group_spec = _schema(_crd("podgroups.scheduling.volcano.sh"))["properties"]["spec"]
+    assert group_spec["properties"]["minMember"]["type"] == "integer"
+
+
+@pytest.mark.parametrize(("policy", "obj", "allowed"), [
+    ("lahar-queue-parent-not-itself", {"metadata": {"name": "q"}, "spec": {"parent": "q"}},
+     False),
+    ("lahar-queue-parent-not-itself", {"metadata": {"name": "q"}, "spec": {"parent": "eng"}},
+     True),
+    ("lahar-queue-parent-not-itself", {"metadata": {"name": "q"}, "spec": {}}, True),
+    ("lahar-queue-parent-not-itself", {"metadata": {"name": "q"}}, True),
+    ("lahar-podgroup-min-member-not-negative",
+     {"metadata": {"name": "pg"}, "spec": {"minMember": -3}}, False),
+    ("lahar-podgroup-min-member-not-negative",
+     {"metadata": {"name": "pg"}, "spec": {"minMember": 0}}, True),
+    ("lahar-podgroup-min-member-not-negative", {"metadata": {"name": "pg"}, "spec": {}}, True),
+])
+def test_admission_policy_expressions(policy: str, obj: dict[str, Any], allowed: bool) -> None:
+    """Evaluated with cel-python where it is installed (the API server's CEL is cel-go)."""
+    celpy = pytest.importorskip("celpy")
+    environment = celpy.Environment()
+
+    def evaluate(expression: str) -> Any:
+        program = environment.program(environment.compile(expression))
+        return program.evaluate({"object": celpy.json_to_cel(obj)})
+
+    (validation,) = _policies()[policy]["spec"]["validations"]
+    assert bool(evaluate(validation["expression"])) is allowed
+    if not allowed:
+        message = str(evaluate(validation["messageExpression"]))
+        field = "spec.parent" if "queue" in policy else "spec.minMember"
+        assert message.startswith(f"{field}: ")
