@@ -111,11 +111,16 @@ class SchedulerCache(CacheWrites):
         """``Kind ns/name`` → the problem, for objects that could not be converted."""
         self.left_out: dict[str, dict[str, str]] = {}
         """Kind → name → why, for readable objects scheduling leaves out, as last reported."""
-        self.lost_groups: dict[JobID, str] = {}
-        """PodGroups that pods name but that have no readable version here (unreadable, or
-        deleted while pods remained) → what their pending pods are told."""
+        self.unreadable_groups: dict[JobID, str] = {}
+        """PodGroups with no readable version here → what their pending pods are told (until
+        the PodGroup is fixed or deleted)."""
+        self.deleted_groups: dict[JobID, str] = {}
+        """PodGroups deleted while pods named them → what those pods are told (until none is
+        left)."""
         self.unselected_nodes: set[str] = set()
         """Nodes outside ``node_selector`` (a Device object naming one names a real node)."""
+        self.unmatched_devices: set[str] = set()
+        """Device objects named after no node the cache holds or leaves out by selector."""
         self.pre_bind_hooks: list[Callable[[TaskInfo], None]] = []
         """Run before each bind write (e.g. taking a device node lock); raising
         :class:`WriteError` fails the bind, which is rolled back and retried next cycle."""
@@ -183,7 +188,8 @@ class SchedulerCache(CacheWrites):
         if kind == "PodGroup":
             uid = JobID(f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}")
             if uid not in self.podgroups:  # else its last readable version stands
-                self.lost_groups[uid] = f"{problem}; the PodGroup is ignored until it is fixed"
+                self.unreadable_groups[uid] = (f"{problem}; the PodGroup is ignored until it "
+                                               "is fixed")
         if self.broken.get(key) == problem:
             return
         self.broken[key] = problem
@@ -220,10 +226,12 @@ class SchedulerCache(CacheWrites):
             self.node_objects.pop(name, None)
             self.nodes.pop(name, None)
             self.unselected_nodes.discard(name)
+            self._match_device(name)
             return
         labels = (obj.get("metadata") or {}).get("labels") or {}
         if any(labels.get(k) != v for k, v in self.node_selector.items()):
             self.unselected_nodes.add(name)
+            self._match_device(name)
             return
         self.unselected_nodes.discard(name)
         node = node_from_object(obj, ignored=self.ignored)
@@ -233,6 +241,7 @@ class SchedulerCache(CacheWrites):
         for task in self.tasks_by_node.get(name, {}).values():
             node.add_task(task)
         self.nodes[name] = node
+        self._match_device(name)
 
     def _pod(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -329,33 +338,48 @@ class SchedulerCache(CacheWrites):
                 node.remove_task(task)
 
     def _podgroup(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        if deleted:
+            self._podgroup_deleted(obj)
+            return
         podgroup = podgroup_from_object(obj, default_queue=self.default_queue)
         uid = JobID(f"{podgroup.namespace}/{podgroup.name}")
         old = self.podgroups.get(uid)
-        self.pool.job_changes.podgroup(uid, deleted=deleted, known=old is not None)
-        if deleted or old != podgroup:
+        self.pool.job_changes.podgroup(uid, deleted=False, known=old is not None)
+        if old != podgroup:
             # The echo of a status this scheduler wrote changes nothing a job reads.
             self.pool.dirty_jobs.add(uid)
         old_queue = old.queue if old is not None else ""
-        new_queue = "" if deleted else podgroup.queue
-        if old_queue != new_queue and self.usage.active:  # its pods count elsewhere now
-            for task in self.tasks_by_job.get(uid, {}).values():
-                self.usage.change(task, old_queue, -1)
-                self.usage.change(task, new_queue, +1)
-        if deleted:
-            self.podgroups.pop(uid, None)
-            self.set_unready(uid, None)
-            if self.tasks_by_job.get(uid):
-                self.lost_groups[uid] = (
-                    f"PodGroup {uid} (annotation {GROUP_NAME_ANNOTATION}) was deleted; "
-                    "the pod waits until a PodGroup of that name exists")
-                log.warning("PodGroup deleted while it still has pods", podgroup=uid,
-                            pods=len(self.tasks_by_job[uid]))
-            return
-        self.lost_groups.pop(uid, None)
+        if old_queue != podgroup.queue and self.usage.active:  # its pods count elsewhere now
+            self._move_usage(uid, old_queue, podgroup.queue)
+        self.unreadable_groups.pop(uid, None)
+        self.deleted_groups.pop(uid, None)
         self.broken.pop(f"PodGroup {uid}", None)
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
+
+    def _podgroup_deleted(self, obj: Mapping[str, Any]) -> None:
+        """Reads only the name: a PodGroup that could never be read can be deleted too."""
+        meta = obj.get("metadata") or {}
+        uid = JobID(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
+        old = self.podgroups.pop(uid, None)
+        self.pool.job_changes.podgroup(uid, deleted=True, known=old is not None)
+        self.pool.dirty_jobs.add(uid)
+        if old is not None and old.queue and self.usage.active:
+            self._move_usage(uid, old.queue, "")
+        self.set_unready(uid, None)
+        self.unreadable_groups.pop(uid, None)
+        self.broken.pop(f"PodGroup {uid}", None)
+        if self.tasks_by_job.get(uid):
+            self.deleted_groups[uid] = (
+                f"PodGroup {uid} (annotation {GROUP_NAME_ANNOTATION}) was deleted; "
+                "the pod waits until a PodGroup of that name exists")
+            log.warning("PodGroup deleted while it still has pods", podgroup=uid,
+                        pods=len(self.tasks_by_job[uid]))
+
+    def _move_usage(self, uid: JobID, old_queue: str, new_queue: str) -> None:
+        for task in self.tasks_by_job.get(uid, {}).values():
+            self.usage.change(task, old_queue, -1)
+            self.usage.change(task, new_queue, +1)
 
     def _queue(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         queue = queue_from_object(obj)
@@ -402,8 +426,16 @@ class SchedulerCache(CacheWrites):
             self.device_objects.pop(name, None)
         else:
             self.device_objects[name] = obj
+        self._match_device(name)
         if name in self.node_objects:  # the node's device ledgers read this object
             self._node(False, self.node_objects[name])
+
+    def _match_device(self, name: str) -> None:
+        if name in self.device_objects and name not in self.node_objects \
+                and name not in self.unselected_nodes:
+            self.unmatched_devices.add(name)
+        else:
+            self.unmatched_devices.discard(name)
 
     # -- snapshot -------------------------------------------------------------------------
     def job_priority(self, podgroup: PodGroup) -> int:
@@ -502,17 +534,19 @@ class SchedulerCache(CacheWrites):
                     continue
                 self._explain_pods(uid, f"queue {podgroup.queue} of PodGroup {uid} does not "
                                         "exist; create it or change spec.queue")
-            for uid, message in list(self.lost_groups.items()):
+            for uid, message in self.unreadable_groups.items():
+                self._explain_pods(uid, message)
+            for uid, message in list(self.deleted_groups.items()):
                 if not self.tasks_by_job.get(uid):
-                    del self.lost_groups[uid]  # no pod left to tell
+                    del self.deleted_groups[uid]  # no pod left to tell
                     continue
                 self._explain_pods(uid, message)
             if self.node_devices is not None:
                 self._report_left_out("Device", {
                     name: f"Device {name}: metadata.name names node {name}, which does not "
                           "exist; the object is ignored"
-                    for name in self.device_objects
-                    if name not in self.node_objects and name not in self.unselected_nodes},
+                    for name in self.unmatched_devices
+                    if f"Node {name}" not in self.broken},  # reported as unreadable already
                     reason="NodeNotFound")
 
     def _explain_pods(self, uid: JobID, message: str) -> None:
@@ -567,7 +601,8 @@ class SchedulerCache(CacheWrites):
                 "queues": sorted(self.queues),
                 "broken": dict(self.broken),
                 "left_out": {kind: dict(names) for kind, names in self.left_out.items()},
-                "lost_podgroups": dict(self.lost_groups),
+                "unreadable_podgroups": dict(self.unreadable_groups),
+                "deleted_podgroups": dict(self.deleted_groups),
                 "resyncing": sorted(k for k in self.pods if self.resync.waiting(k)),
                 "devices": sorted(self.device_objects),
             }

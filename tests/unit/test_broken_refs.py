@@ -86,6 +86,23 @@ def test_pods_of_a_podgroup_that_cannot_be_read_get_a_condition_naming_it_and_th
     assert cluster.objects["Pod"]["default/p0"]["spec"].get("nodeName") == "n1"
 
 
+def test_pods_arriving_after_their_unreadable_podgroup_are_told_and_its_deletion_too() -> None:
+    cluster, cache, scheduler = _cluster([make_node("n1")])
+    broken = make_podgroup("bad", min_resources={"cpu": "-1"})
+    cache.apply("ADDED", "PodGroup", broken)
+    _cycle(cache, scheduler, 2)  # no pod yet
+    pod = make_pod("p0", group="bad")
+    cluster.load([Manifest("late", pod)])
+    cache.apply("ADDED", "Pod", cluster.objects["Pod"]["default/p0"])
+    _cycle(cache, scheduler)
+    assert _condition(cluster, "p0")["message"].startswith(
+        "PodGroup default/bad: field spec.minResources: ")
+    cache.apply("DELETED", "PodGroup", broken)  # read by name only
+    _cycle(cache, scheduler)
+    assert "was deleted" in _condition(cluster, "p0")["message"]
+    assert "PodGroup default/bad" not in cache.broken and cache.unreadable_groups == {}
+
+
 def test_a_broken_update_of_a_podgroup_keeps_its_last_readable_version() -> None:
     cluster, cache, scheduler = _cluster([make_node("n1"), make_podgroup("pg", min_member=2),
                                           make_pod("p0", group="pg")])
@@ -93,7 +110,7 @@ def test_a_broken_update_of_a_podgroup_keeps_its_last_readable_version() -> None
     cache.apply("MODIFIED", "PodGroup", make_podgroup("pg", min_member=-1))
     _cycle(cache, scheduler)
     assert "min: 2" in _condition(cluster, "p0")["message"]  # still the gang's reason
-    assert cache.lost_groups == {}
+    assert cache.unreadable_groups == {}
 
 
 def test_pods_of_a_deleted_podgroup_are_told_it_was_deleted() -> None:
@@ -114,7 +131,7 @@ def test_pods_of_a_deleted_podgroup_are_told_it_was_deleted() -> None:
                                                  "default/pg")]
     cache.apply("DELETED", "Pod", cluster.objects["Pod"].pop("default/p0"))
     _cycle(cache, scheduler)
-    assert cache.lost_groups == {}  # nothing left to tell
+    assert cache.deleted_groups == {}  # nothing left to tell
 
 
 def test_a_deleted_podgroup_without_pods_is_forgotten_quietly() -> None:
@@ -122,7 +139,7 @@ def test_a_deleted_podgroup_without_pods_is_forgotten_quietly() -> None:
     with capture_logs() as logs:
         cache.apply("DELETED", "PodGroup", cluster.objects["PodGroup"].pop("default/pg"))
         _cycle(cache, scheduler)
-    assert cache.lost_groups == {}
+    assert cache.deleted_groups == {}
     assert not [e for e in logs if e["log_level"] == "warning"]
 
 
@@ -194,6 +211,17 @@ def test_a_device_object_whose_node_arrives_later_is_not_reported() -> None:
     assert [e["objects"] for e in logs if e["log_level"] == "warning"] == [{
         "g1": "Device g1: metadata.name names node g1, which does not exist; "
               "the object is ignored"}]
+
+
+def test_a_device_of_an_unreadable_node_is_not_called_a_device_of_a_missing_node() -> None:
+    broken = _gpu_node("g1")
+    broken["status"]["allocatable"]["cpu"] = "lots"
+    _, cache, scheduler = _cluster([], conf=FINEGRAINED)
+    cache.apply("ADDED", "Device", _device("g1", GPU))
+    with capture_logs() as logs:
+        cache.apply("ADDED", "Node", broken)
+        _cycle(cache, scheduler)
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["object ignored"]
 
 
 def test_a_device_whose_devices_field_is_not_a_list_is_reported_and_offers_nothing() -> None:
