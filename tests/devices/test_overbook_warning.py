@@ -78,10 +78,12 @@ def test_two_bound_pods_overbooking_a_vgpu_card(split: int, entries: list[str],
 
 
 def test_one_warning_however_often_the_ledger_is_rebuilt() -> None:
-    """The Reporter logs each distinct warning once; a third pod arriving on an already
-    overbooked card adds no second warning."""
+    """As ``test_two_bound_pods_overbooking_a_vgpu_card`` (``addResource``, vgpu/device_info.go,
+    charges every bound pod). The Reporter logs each distinct warning once; a third pod
+    arriving on an already overbooked card adds no second warning."""
     objs = [vgpu_node("n1", [card("GPU-0", memory=10000), card("GPU-1", memory=10000)]),
-            bound_vgpu_pod("a", "GPU-0,NVIDIA,6000,0:"), bound_vgpu_pod("b", "GPU-0,NVIDIA,6000,0:"),
+            bound_vgpu_pod("a", "GPU-0,NVIDIA,6000,0:"),
+            bound_vgpu_pod("b", "GPU-0,NVIDIA,6000,0:"),
             bound_vgpu_pod("c", "GPU-0,NVIDIA,1000,0:"),
             *(vgpu_pod(f"p{i}", memory=2000) for i in range(4))]
     run = simulate(objs, conf=vgpu_conf())
@@ -92,8 +94,11 @@ def test_one_warning_however_often_the_ledger_is_rebuilt() -> None:
 
 
 def test_pods_within_the_card_raise_no_warning() -> None:
+    """Exactly full is not overbooked: ``checkNodeGPUSharingPredicateAndScore`` (vgpu/utils.go)
+    itself fills a card to its memory and 100 % cores."""
     objs = [vgpu_node("n1", [card("GPU-0", memory=10000)]),
-            bound_vgpu_pod("a", "GPU-0,NVIDIA,5000,50:"), bound_vgpu_pod("b", "GPU-0,NVIDIA,5000,50:")]
+            bound_vgpu_pod("a", "GPU-0,NVIDIA,5000,50:"),
+            bound_vgpu_pod("b", "GPU-0,NVIDIA,5000,50:")]
     assert simulate(objs, conf=vgpu_conf()).events("DeviceOverbooked") == []
 
 

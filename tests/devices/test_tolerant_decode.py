@@ -159,7 +159,7 @@ def test_hami_profile_reads_its_terminated_list_entry_by_entry() -> None:
 
 # -- GPU share -----------------------------------------------------------------------------------
 def test_a_bad_gpu_index_item_keeps_the_other_cards_held() -> None:
-    """Volcano's ``GetGPUIndex`` (gpushare/util.go) returns nothing for one bad item, freeing
+    """Volcano's ``GetGPUIndex`` (gpushare/share.go) returns nothing for one bad item, freeing
     the cards the good items name; Lahar reports the item and keeps card 0 held."""
     objs = [gpu_node("n1", cards=2, card_memory=8000),
             bound_gpu_pod("held", node="n1", index="0,zz", memory=6000),
@@ -177,7 +177,8 @@ def test_a_bad_gpu_index_item_keeps_the_other_cards_held() -> None:
 
 
 def test_an_unreadable_gpu_index_names_pod_and_annotation() -> None:
-    """No item readable: no card can be charged; the warning names the pod and annotation."""
+    """``GetGPUIndex`` (gpushare/share.go) returns nil here too. No item readable: no card can
+    be charged; the warning names the pod and annotation."""
     objs = [gpu_node("n1", cards=2), bound_gpu_pod("held", node="n1", index="first", memory=4000)]
     run = simulate(objs, conf=gpushare_conf())
     [message] = messages(run, "InvalidDeviceAnnotation")
@@ -187,8 +188,10 @@ def test_an_unreadable_gpu_index_names_pod_and_annotation() -> None:
 
 
 def test_a_held_card_with_an_invalid_request_is_counted_whole_with_a_warning() -> None:
-    """A bound pod whose GPU request cannot be read still holds the card it names: the whole
-    card is charged (never less than it may use), and the warning says why."""
+    """Volcano's GPU share ``AddResource`` (gpushare/device_info.go) charges the pod's
+    ``getGPUMemoryOfPod`` per named card. When that request is invalid the pod still holds the
+    card it names: the whole card is charged (never less than it may use), and the warning
+    says why."""
     held = bound_gpu_pod("held", node="n1", index="1", memory=4000, number=1)
     objs = [gpu_node("n1", cards=2, card_memory=8000), held]
     session, _ = device_session(objs, conf=gpushare_conf())
@@ -203,6 +206,8 @@ def test_a_held_card_with_an_invalid_request_is_counted_whole_with_a_warning() -
 
 # -- the readers ----------------------------------------------------------------------------------
 def test_readers_keep_positions_and_name_what_they_leave_out() -> None:
+    """``DecodePodDevices`` / ``decodeContainerDevices`` (vgpu/utils.go) keep one list per
+    container, empty ones included; ``GetGPUIndex`` (gpushare/share.go) splits on commas."""
     held = read_pod_devices("GPU-a,NVIDIA,1,2:bad:;GPU-b,NVIDIA,3,4:;", terminated=True)
     assert [[d.uuid for d in c] for c in held.containers] == [["GPU-a"], ["GPU-b"]]
     assert held.skipped == ("container 0 entry 'bad' is not UUID,Type,usedMemMiB,usedCores",)
@@ -279,7 +284,9 @@ def test_an_unreadable_quantity_counts_the_device_whole_in_it(resources: Any,
 
 
 def test_an_unreadable_device_allocated_names_pod_and_annotation() -> None:
-    """Not a JSON map at all: no device can be named, so nothing is charged for the pod."""
+    """``GetDeviceAllocations`` (apis/extension/device_share.go) fails as in Koordinator's
+    ``updatePod``. Not a JSON map at all: no device can be named, so nothing is charged for
+    the pod."""
     objs = fine_objs({})
     objs[2]["metadata"]["annotations"][FG_ALLOCATED] = "{gpu: [0]}"
     assert fine_used(objs) == {}
@@ -291,6 +298,8 @@ def test_an_unreadable_device_allocated_names_pod_and_annotation() -> None:
 
 
 def test_a_bad_vf_entry_is_named_and_the_device_stays_held() -> None:
+    """Koordinator's ``nodeDevice.updateCacheUsed`` (deviceshare/device_cache.go) records a
+    pod's VFs by ``busID``; a VF without one cannot be recorded, the device's own share can."""
     objs = [fg_node("n1", gpus=0, nics=1), device_object("n1", [nic(0, vfs=2)]),
             bound_pod("held", node="n1", rdma=1, allocation={"rdma": [
                 {"minor": 0, "resources": {"koordinator.sh/rdma": "1"},
@@ -305,7 +314,8 @@ def test_a_bad_vf_entry_is_named_and_the_device_stays_held() -> None:
 
 
 def test_an_unreadable_hint_of_a_bound_pod_is_reported() -> None:
-    """The bound pod's ``device-allocate-hint`` says which PCIe roots it holds exclusively;
+    """``GetDeviceAllocateHints`` (apis/extension/device_share.go) fails on it. The bound
+    pod's ``device-allocate-hint`` says which PCIe roots it holds exclusively;
     unreadable, nothing is held exclusively and the warning names pod and annotation."""
     objs = fine_objs({"gpu": [shared_gpu(0, 100)]})
     objs[2]["metadata"]["annotations"]["scheduling.koordinator.sh/device-allocate-hint"] = "{"
