@@ -53,7 +53,7 @@ from actions import ACTIONS
 from actions.preempt import PreemptArgs
 from actions.reclaim import ReclaimArgs
 from plugins import PLUGINS
-from scheduler.confyaml import load_conf_yaml
+from scheduler.confyaml import UnreadableFile, load_conf_yaml, read_text
 from scheduler.framework.arguments import ArgumentError, arg, closest, parse_args, yaml_text
 from scheduler.framework.hooks import HOOK_FLAGS
 
@@ -488,9 +488,9 @@ def load_conf(path: str | Path | None, *, log_warnings: bool = True) -> Schedule
         conf = parse_conf(DEFAULT_CONF, source="<default>")
     else:
         try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ConfError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            text = read_text(path)
+        except UnreadableFile as exc:
+            raise ConfError(str(exc)) from None
         conf = parse_conf(text, source=str(path))
     if log_warnings:
         for warning in conf.warnings:

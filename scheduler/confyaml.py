@@ -1,19 +1,25 @@
-"""Conf YAML read as ``yaml.safe_load`` reads it, with the keys given twice in one map noted.
+"""Conf YAML read as ``yaml.safe_load`` reads it, with the keys given twice in one map noted;
+and the one way a YAML file (a conf or manifests) is read from disk.
 
 Volcano decodes its conf without strict checks, so a key written twice in one map takes the
 later value; Lahar does the same but names every such key, so that the earlier value is not
 dropped silently.
+
+Files are decoded as UTF-8 whatever the locale says (Kubernetes' YAML and JSON are UTF-8), and
+a file that is not UTF-8 is an error naming the file and where decoding stopped, so every
+command reports it the same way instead of a decoder's traceback.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import SafeConstructor
 
-__all__ = ["RepeatedKey", "load_conf_yaml"]
+__all__ = ["RepeatedKey", "UnreadableFile", "load_conf_yaml", "read_text"]
 
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -55,3 +61,27 @@ def load_conf_yaml(text: str) -> tuple[Any, list[RepeatedKey]]:
         return loader.get_single_data(), loader.repeated
     finally:
         loader.dispose()
+
+
+class UnreadableFile(ValueError):
+    """A file that cannot be read as UTF-8 text; the message starts with the path."""
+
+
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def read_text(path: str | Path) -> str:
+    """The text of the file at ``path``, decoded as UTF-8; raises :class:`UnreadableFile`."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UnreadableFile(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if data.startswith(_UTF16_MARKS):
+            where = "UTF-16, by its byte order mark; save it as UTF-8"
+        else:
+            line = data.count(b"\n", 0, exc.start) + 1
+            where = f"byte 0x{data[exc.start]:02x} at offset {exc.start}, line {line}"
+        raise UnreadableFile(f"{path}: not UTF-8 text ({where})") from None

@@ -27,6 +27,7 @@ from scheduler.api.podgroup import podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
 from scheduler.cluster.yamlload import load_all_marked
+from scheduler.confyaml import UnreadableFile, read_text
 
 __all__ = [
     "KINDS",
@@ -159,9 +160,9 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
     parsed = PodParseMemo()  # a job's pods usually share one spec
     for path in paths:
         try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            text = read_text(path)
+        except UnreadableFile as exc:
+            raise ManifestError(str(exc)) from None
         for manifest in parse_documents(text, source=str(path)):
             if manifest.kind not in KINDS:
                 name = (manifest.obj.get("metadata") or {}).get("name", "")

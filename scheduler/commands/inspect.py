@@ -20,6 +20,7 @@ from typing import Any
 
 from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.cluster.manifests import ManifestError, parse_documents
+from scheduler.confyaml import UnreadableFile, read_text
 from scheduler.devices.codec import (
     CodecError,
     decode_index_list,
@@ -310,15 +311,18 @@ def run_inspect(args: argparse.Namespace, *, collections: Sequence[tuple[str, st
     if bool(args.files) == bool(args.kubeconfig):
         print("error: give manifest FILEs or --kubeconfig (one of the two)", file=sys.stderr)
         return 2
-    try:
-        objects = (_from_files(args.files) if args.files
-                   else _from_cluster(args.kubeconfig, collections))
-    except ManifestError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # cluster unreachable, bad kubeconfig, forbidden
-        print(f"error: cannot read the cluster: {exc}", file=sys.stderr)
-        return 1
+    if args.files:
+        try:
+            objects = _from_files(args.files)
+        except ManifestError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    else:
+        try:
+            objects = _from_cluster(args.kubeconfig, collections)
+        except Exception as exc:  # cluster unreachable, bad kubeconfig, forbidden
+            print(f"error: cannot read the cluster: {exc}", file=sys.stderr)
+            return 1
     report = build(objects)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -333,10 +337,9 @@ def _from_files(paths: Sequence[str]) -> list[Obj]:
     objects: list[Obj] = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            text = read_text(path)
+        except UnreadableFile as exc:
+            raise ManifestError(str(exc)) from None
         objects.extend(m.obj for m in parse_documents(text, source=path))
     return objects
 
