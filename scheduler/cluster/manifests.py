@@ -4,7 +4,9 @@ Accepts multi-document YAML (or JSON) files and ``v1`` ``List`` objects. Every o
 kind the scheduler uses is checked the way the scheduler will read it, so a broken manifest is
 reported before anything is scheduled, naming the document, the object and the field. An object
 given twice (same kind, namespace and name) is a warning naming both places; the later one wins,
-as a second ``kubectl apply`` would.
+as a second ``kubectl apply`` would. A file without objects (empty, only comments) is a
+warning, and an error when no file has any: there is nothing to schedule, and a wrong file was
+likely given.
 
 Files are read with libyaml's loader when PyYAML was built with it, through
 :mod:`scheduler.cluster.yamlload`: on a 20,000-pod file PyYAML's pure-Python loader took longer
@@ -153,17 +155,25 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
 
 def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[str]]:
     """Read, expand and check manifests. Returns the usable objects and warnings for skipped
-    ones; raises :class:`ManifestError` on the first broken object."""
+    ones and for files without objects; raises :class:`ManifestError` on the first broken
+    object, and when no file has any object."""
     manifests: list[Manifest] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
     parsed = PodParseMemo()  # a job's pods usually share one spec
+    empty: list[str] = []
+    files = 0
     for path in paths:
+        files += 1
         try:
             text = read_text(path)
         except UnreadableFile as exc:
             raise ManifestError(str(exc)) from None
-        for manifest in parse_documents(text, source=str(path)):
+        documents = parse_documents(text, source=str(path))
+        if not documents:
+            empty.append(str(path))
+            warnings.append(f"{path}: no objects in the file")
+        for manifest in documents:
             if manifest.kind not in KINDS:
                 name = (manifest.obj.get("metadata") or {}).get("name", "")
                 warnings.append(
@@ -180,4 +190,6 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
                 )
             seen[key] = manifest.source
             manifests.append(manifest)
+    if empty and len(empty) == files:
+        raise ManifestError(f"no objects in {', '.join(empty)}")
     return manifests, warnings

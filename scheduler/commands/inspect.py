@@ -334,13 +334,18 @@ def run_inspect(args: argparse.Namespace, *, collections: Sequence[tuple[str, st
 
 
 def _from_files(paths: Sequence[str]) -> list[Obj]:
+    """Every object of the files; a file without any is a warning, as in ``lahar simulate``
+    (no objects at all is a report of nothing, not an error: a cluster may have no GPUs)."""
     objects: list[Obj] = []
     for path in paths:
         try:
             text = read_text(path)
         except UnreadableFile as exc:
             raise ManifestError(str(exc)) from None
-        objects.extend(m.obj for m in parse_documents(text, source=path))
+        documents = parse_documents(text, source=path)
+        if not documents:
+            print(f"warning: {path}: no objects in the file", file=sys.stderr)
+        objects.extend(m.obj for m in documents)
     return objects
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scheduler.confyaml import UnreadableFile, read_text
 
@@ -65,3 +66,39 @@ def test_read_text_names_the_file_it_cannot_read(tmp_path: Path) -> None:
     accented = tmp_path / "accented.yaml"
     accented.write_bytes("# défaut, ノード\r\nkind: Node\n".encode())
     assert read_text(accented) == "# défaut, ノード\r\nkind: Node\n"
+
+
+# -- files without objects -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        pytest.param((f"{BAD}/empty.yaml",), f"error: no objects in {BAD}/empty.yaml",
+                     id="empty"),
+        pytest.param((f"{BAD}/comments-only.yaml",),
+                     f"error: no objects in {BAD}/comments-only.yaml", id="comments-only"),
+        pytest.param((f"{BAD}/empty.yaml", f"{BAD}/comments-only.yaml"),
+                     f"error: no objects in {BAD}/empty.yaml, {BAD}/comments-only.yaml",
+                     id="both"),
+    ],
+)
+def test_no_objects_in_any_file_is_an_error_naming_them(
+    files: tuple[str, ...], message: str
+) -> None:
+    result = _lahar("simulate", *files)
+    assert result.returncode == 2
+    assert result.stderr.strip() == message
+
+
+def test_a_file_without_objects_beside_others_is_a_warning() -> None:
+    result = _lahar("simulate", f"{BAD}/empty.yaml", f"{BAD}/system-priorityclass.yaml",
+                    "-o", "json")
+    assert result.returncode == 0
+    assert f"warning: {BAD}/empty.yaml: no objects in the file" in result.stderr.splitlines()
+    pods = [i for i in yaml.safe_load(result.stdout)["items"] if i["kind"] == "Pod"]
+    assert [p["spec"].get("nodeName") for p in pods] == ["node-a"]
+
+
+def test_inspect_warns_of_a_file_without_objects() -> None:
+    result = _lahar("inspect", "gpushare", f"{BAD}/empty.yaml")
+    assert result.returncode == 0
+    assert result.stderr.strip() == f"warning: {BAD}/empty.yaml: no objects in the file"
