@@ -2,6 +2,9 @@
 
 import sys
 
-from scheduler.commands.cli import main
+try:
+    from scheduler.commands.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python was still starting: no traceback
+    sys.exit(130)
 
 sys.exit(main())

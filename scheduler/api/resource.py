@@ -118,8 +118,22 @@ def _format_bytes(value: float) -> str:
     return str(int(value))
 
 
+_EXACT = float(2**53)
+"""Past this a float no longer holds every whole number: digits would be float noise."""
+
+
+def _exponent(value: float) -> str:
+    """A quantity in decimal-exponent form (``1e23``, ``1.5e18``), as the API accepts it."""
+    mantissa, _, exponent = f"{value:.6g}".partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else mantissa
+
+
 def format_quantity(name: str, value: float) -> str:
-    """Render a stored value back as a short, kubectl-style quantity."""
+    """Render a stored value back as a short, kubectl-style quantity (a huge one in
+    decimal-exponent form: ``1e23``, not the float's noise)."""
+    if abs(value) >= _EXACT:
+        whole = name in (MEMORY, PODS)
+        return _exponent(value if whole else value / 1000)
     if name == MEMORY:
         return _format_bytes(value)
     if (name in _BYTE_SCALARS or name.startswith("hugepages-")) and value % 1000 == 0:

@@ -105,9 +105,11 @@ def run_simulation(
     period: float = 1.0,
     freeze_loaded: bool = False,
     take_manifests: bool = False,
+    on_cycle: Callable[[SimulationResult], None] | None = None,
 ) -> SimulationResult:
     """Run cycles until one changes nothing or ``max_cycles`` ran (``freeze_loaded`` and
-    ``take_manifests`` as for :func:`build_simulation`)."""
+    ``take_manifests`` as for :func:`build_simulation`); ``on_cycle`` is told before each
+    cycle, and ``result.cycles`` counts those done."""
     cluster, cache, scheduler = build_simulation(
         manifests, conf=conf, scheduler_names=scheduler_names, seed=seed,
         freeze_loaded=freeze_loaded, take_manifests=take_manifests,
@@ -115,6 +117,8 @@ def run_simulation(
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()
     while result.cycles < max_cycles:
+        if on_cycle is not None:
+            on_cycle(result)
         result.stats.append(scheduler.run_once())
         cache.flush()
         result.cycles += 1

@@ -1,33 +1,30 @@
-"""The ``lahar`` command line: ``simulate``, ``conf check``, ``inspect`` and (with a cluster)
-``run``.
+"""The ``lahar`` command line: ``simulate``, ``conf check``, ``inspect``, ``replay``,
+``device``, ``completion`` and (with a cluster) ``run``.
 
 Every sub-command is registered unconditionally: a broken installation fails with its import
-error instead of quietly losing commands. ``run`` alone is imported when it runs (it brings the
-official Kubernetes client, a quarter second no other command needs); building the parser
-checks that its module and the client can be found, so a missing one still fails every command
-loudly. Conf and manifest warnings are printed once each, as ``warning: …`` lines on stderr.
+error instead of quietly losing commands. A command's module is imported only when that
+command runs or its help is asked for: ``lahar --help`` and ``lahar --version`` import none of
+them (the scheduler, numpy and the Kubernetes client cost most of a second), and building the
+parser checks with :func:`importlib.util.find_spec` that each module can be found, so a
+missing one still fails every command loudly. Conf and manifest warnings are printed once
+each, as ``warning: …`` lines on stderr.
 
-Exit codes: 0 success, 1 runtime failure, 2 bad input (manifests, conf, flags).
+Exit codes: 0 success, 1 runtime failure, 2 bad input (manifests, conf, flags), 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-import structlog
-
-from scheduler.cluster.kube.flags import add_run_arguments
-from scheduler.commands.inspect import add_inspect_arguments
-from scheduler.commands.replay import add_replay_arguments
-from scheduler.commands.simulate import add_simulate_arguments, load_conf_warning
-from scheduler.conf import ConfError
-
-__all__ = ["build_parser", "main", "version"]
+__all__ = ["COMMANDS", "build_parser", "main", "version"]
 
 
 def version() -> str:
@@ -38,12 +35,40 @@ def version() -> str:
         return "0+unknown"
 
 
-_RUN_MODULES = ("scheduler.cluster.kube.run", "kubernetes")
-"""What ``lahar run`` imports when it starts: checked, not imported, when the parser is built."""
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A sub-command: its one-line help and the ``(module, function)`` pairs that register
+    its parser (``function(subparsers)``), imported only when the command is used."""
+
+    help: str
+    registrars: tuple[tuple[str, str], ...] = ()
+    needs: tuple[str, ...] = ()
+    """Further modules the command imports when it runs: checked, not imported."""
 
 
-def _require_run_modules() -> None:
-    for name in _RUN_MODULES:
+COMMANDS: dict[str, Command] = {
+    "simulate": Command("schedule Kubernetes manifests on the embedded cluster",
+                        (("scheduler.commands.simulate", "add_simulate_arguments"),)),
+    "conf": Command("scheduler conf tools", (("scheduler.commands.cli", "add_conf_arguments"),),
+                    needs=("scheduler.conf",)),
+    "inspect": Command("show cluster state read from annotations",
+                       (("scheduler.commands.inspect", "add_inspect_arguments"),
+                        ("scheduler.commands.inspect_devices", "add_inspect_devices"))),
+    "replay": Command("replay a GPU trace through the scheduler and measure fragmentation",
+                      (("scheduler.commands.replay", "add_replay_arguments"),)),
+    "device": Command("node-side device tools",
+                      (("scheduler.commands.device", "add_device_arguments"),)),
+    "run": Command("schedule pods on a Kubernetes cluster",
+                   (("scheduler.commands.cli", "add_run_command"),),
+                   needs=("scheduler.cluster.kube.run", "kubernetes")),
+    "completion": Command("print a shell completion script (bash, zsh or tcsh)",
+                          (("scheduler.commands.cli", "add_completion_command"),),
+                          needs=("shtab",)),
+}
+
+
+def _require(command: Command) -> None:
+    for name in (*(module for module, _ in command.registrars), *command.needs):
         if importlib.util.find_spec(name) is None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
@@ -54,7 +79,18 @@ def _run(args: argparse.Namespace) -> int:
     return run_main(args)
 
 
+def add_run_command(sub: argparse._SubParsersAction) -> None:
+    from scheduler.cluster.kube.flags import add_run_arguments
+
+    run = sub.add_parser("run", help=COMMANDS["run"].help)
+    add_run_arguments(run)
+    run.set_defaults(func=_run)
+
+
 def _conf_check(args: argparse.Namespace) -> int:
+    from scheduler.commands.simulate import load_conf_warning
+    from scheduler.conf import ConfError
+
     try:
         conf = load_conf_warning(args.conf)
     except ConfError as exc:
@@ -65,31 +101,63 @@ def _conf_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_conf_arguments(sub: argparse._SubParsersAction) -> None:
+    conf = sub.add_parser("conf", help=COMMANDS["conf"].help)
+    conf_sub = conf.add_subparsers(dest="conf_command", required=True)
+    check = conf_sub.add_parser(
+        "check", help="validate a scheduler conf and print what it resolved to",
+        description="Validate a scheduler conf (Volcano format): print its warnings, then its "
+        "actions and tiers. Exit status 2 when the conf cannot be used.")
+    check.add_argument("conf", nargs="?", metavar="CONF",
+                       help="conf file (default: the built-in conf)")
+    check.set_defaults(func=_conf_check)
+
+
+def _completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0
+
+
+def add_completion_command(sub: argparse._SubParsersAction) -> None:
+    completion = sub.add_parser(
+        "completion", help=COMMANDS["completion"].help,
+        description="Print a completion script for lahar. bash: "
+        "'source <(lahar completion bash)', or save it in "
+        "/etc/bash_completion.d/lahar; zsh: save 'lahar completion zsh' as _lahar in a folder "
+        "of $fpath.")
+    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell")
+    completion.set_defaults(func=_completion)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command ``argv`` names (its first word that is not an option), if any."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``lahar`` parser; with ``only``, that command's parser is complete and every other
+    command has its name and help only (their modules are not imported)."""
     parser = argparse.ArgumentParser(
         prog="lahar",
         description="A Volcano-style batch scheduler "
         "for Kubernetes with GPU/RDMA/FPGA device sharing.",
     )
     parser.add_argument("--version", action="version", version=f"lahar {version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_simulate_arguments(sub)
-    conf = sub.add_parser("conf", help="scheduler conf tools")
-    conf_sub = conf.add_subparsers(dest="conf_command", required=True)
-    check = conf_sub.add_parser("check", help="validate a scheduler conf")
-    check.add_argument("conf", nargs="?", help="conf file (default: the built-in conf)")
-    check.set_defaults(func=_conf_check)
-    add_inspect_arguments(sub)
-    add_replay_arguments(sub)
-    from scheduler.commands.device import add_device_arguments
-    from scheduler.commands.inspect_devices import add_inspect_devices
-
-    add_inspect_devices(sub)
-    add_device_arguments(sub)
-    _require_run_modules()
-    run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
-    add_run_arguments(run)
-    run.set_defaults(func=_run)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        _require(command)
+        if only is not None and name != only:
+            sub.add_parser(name, help=command.help, add_help=False)
+            continue
+        for module, function in command.registrars:
+            getattr(importlib.import_module(module), function)(sub)
     return parser
 
 
@@ -105,12 +173,19 @@ class _CurrentStderr:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(words)
+    args = build_parser(only=command or "").parse_args(words)
+    import structlog
+
     structlog.configure(
         logger_factory=structlog.PrintLoggerFactory(_CurrentStderr())  # type: ignore[arg-type]
     )
-    args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        print(f"\nlahar {command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (``lahar simulate -o yaml big.yaml | head``): stop quietly.
         # Point stdout at /dev/null so the interpreter's final flush cannot fail again.

@@ -26,7 +26,9 @@ def add_device_arguments(sub: Any) -> None:
                         help="print the object instead of writing it (the only mode so far)")
     report.add_argument("--node-name", default=None,
                         help="Device object name (default: $NODE_NAME, else the host name)")
-    report.add_argument("--sysfs", default="/sys", help=argparse.SUPPRESS)
+    report.add_argument("--sysfs", default="/sys", metavar="DIR",
+                        help="where sysfs is mounted, read for PCIe and NUMA placement "
+                             "(default: /sys)")
     report.set_defaults(func=report_main)
 
 

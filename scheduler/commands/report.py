@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from typing import IO, Any
 
@@ -25,7 +26,7 @@ from scheduler.api.pod import pod_requests
 from scheduler.api.resource import CPU, MEMORY, PODS, Resource, format_quantity
 from scheduler.devices.usage import vgpu_held
 
-__all__ = ["render_list", "render_table", "write_list"]
+__all__ = ["display_width", "render_list", "render_table", "write_list"]
 
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -64,11 +65,24 @@ def _usage(name: str, used: float, total: float) -> str:
     return f"{format_quantity(name, used)}/{format_quantity(name, total)}{percent}"
 
 
+def display_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: wide (East Asian) characters take two, combining
+    marks none."""
+    if text.isascii():
+        return len(text)
+    return sum(
+        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        for ch in text
+    )
+
+
 def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    cells = [[(cell, display_width(cell)) for cell in row] for row in rows]
+    widths = [max(row[i][1] for row in cells) for i in range(len(rows[0]))]
     return [
-        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+        "   ".join(cell + " " * (width - used)
+                   for (cell, used), width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
     ]
 
 

@@ -1,33 +1,97 @@
 """``lahar simulate``: schedule Kubernetes manifests on the embedded cluster and print what
-the cluster looks like after (a table, or every object as a ``v1`` ``List``)."""
+the cluster looks like after (a table, or every object as a ``v1`` ``List``).
+
+The scheduler itself is imported when the command runs, not when the parser is built, so
+``lahar --help`` and ``--version`` stay quick.
+"""
 
 from __future__ import annotations
 
 import argparse
 import gc
 import sys
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
-from scheduler.cluster.manifests import ManifestError, load_manifests
-from scheduler.cluster.simulation import run_simulation
-from scheduler.commands.report import render_table, write_list
-from scheduler.conf import ConfError, SchedulerConf, load_conf
+from scheduler.commands.progress import Ticker
 
-__all__ = ["add_simulate_arguments", "load_conf_warning"]
+if TYPE_CHECKING:
+    from scheduler.cluster.simulation import SimulationResult
+    from scheduler.conf import SchedulerConf
+
+__all__ = ["add_simulate_arguments", "load_conf_warning", "positive_int"]
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C, as a shell reports a command ended by SIGINT (128 + 2)."""
 
 
 def load_conf_warning(path: str | None) -> SchedulerConf:
     """The conf at ``path`` (the built-in one for None), its warnings printed on stderr."""
+    from scheduler.conf import load_conf
+
     conf = load_conf(path, log_warnings=False)
     for warning in conf.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return conf
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def totals_line(objects: list[Any], result: SimulationResult, seconds: float) -> str:
+    """``3 nodes; 7 pods: 5 bound, 2 pending, 1 evicted; 2 cycle(s), settled; 0.1 s.``"""
+    nodes = bound = pending = evicted = 0
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind == "Node":
+            nodes += 1
+        elif kind == "Pod":
+            if (obj.get("spec") or {}).get("nodeName"):
+                bound += 1
+            else:
+                pending += 1
+        elif (kind == "Event" and obj.get("reason") == "Evict"
+              and (obj.get("involvedObject") or {}).get("kind") == "Pod"):
+            evicted += 1
+    state = "settled" if result.settled else "stopped at --max-cycles"
+    return (f"{nodes} node(s); {bound + pending} pod(s): {bound} bound, {pending} pending, "
+            f"{evicted} evicted; {result.cycles} cycle(s), {state}; {seconds:.1f} s.")
+
+
 def _simulate(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    progress = Ticker(sys.stderr, prefix="lahar simulate")
+    state: dict[str, Any] = {"cycles": 0, "writing": False}
+    try:
+        with progress:
+            return _run(args, progress, state, started)
+    except KeyboardInterrupt:
+        done = f"after {state['cycles']} cycle(s)"
+        what = ("the output above is incomplete" if state["writing"]
+                else "nothing was written")
+        print(f"\nlahar simulate: interrupted (Ctrl-C) {done}; {what}.", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
+         started: float) -> int:
+    from scheduler.cluster.manifests import ManifestError, load_manifests
+    from scheduler.cluster.simulation import run_simulation
+    from scheduler.commands.report import render_table, write_list
+    from scheduler.conf import ConfError
+
     # Loading makes millions of objects that all stay alive (no reference cycles among
     # them): collecting while they pile up only walks them again and again.
     gc.disable()
+    progress.phase = f"loading {len(args.files)} file(s)"
     try:
         conf = load_conf_warning(args.conf)
         manifests, warnings = load_manifests(args.files)
@@ -38,6 +102,12 @@ def _simulate(args: argparse.Namespace) -> int:
         gc.enable()
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
+
+    def on_cycle(result: SimulationResult) -> None:
+        state["cycles"] = result.cycles
+        progress.phase = f"cycle {result.cycles + 1}"
+
+    progress.phase = "building the cluster"
     result = run_simulation(
         manifests,
         conf=conf,
@@ -46,30 +116,50 @@ def _simulate(args: argparse.Namespace) -> int:
         max_cycles=args.max_cycles,
         freeze_loaded=True,  # one run per process: the loaded cluster lives to the end
         take_manifests=True,  # nothing here reads them again
+        on_cycle=on_cycle,
     )
+    state["cycles"] = result.cycles
     del manifests  # the cluster holds the objects (or copies) now
+    progress.phase = "writing the output"
     objects = result.cluster.all_objects()
     if args.output == "table":
-        sys.stdout.write(render_table(objects, scheduler_names=result.cluster.scheduler_names))
-        state = "settled" if result.settled else "stopped at --max-cycles"
-        sys.stdout.write(f"\n{result.cycles} cycle(s), {state}.\n")
+        text = render_table(objects, scheduler_names=result.cluster.scheduler_names)
+        progress.close()
+        state["writing"] = True
+        sys.stdout.write(text)
+        sys.stdout.write("\n" + totals_line(objects, result, time.perf_counter() - started)
+                         + "\n")
     else:
+        progress.close()
+        state["writing"] = True
         write_list(objects, sys.stdout, output=args.output)
     return 0
 
 
 def add_simulate_arguments(sub: Any) -> None:
-    sim = sub.add_parser("simulate", help="schedule Kubernetes manifests on the embedded cluster")
+    sim = sub.add_parser(
+        "simulate", help="schedule Kubernetes manifests on the embedded cluster",
+        description="Load Nodes, Pods, PodGroups, Queues, PriorityClasses and Namespaces from "
+        "manifests, run scheduling cycles until one changes nothing, and print the cluster "
+        "after. Exit status: 0 done, 2 bad input, 130 interrupted.")
     sim.add_argument(
-        "files", nargs="+", metavar="FILE", help="YAML/JSON manifests (multi-document or v1 List)"
+        "files", nargs="+", metavar="FILE",
+        help="YAML or JSON manifests (multi-document or a v1 List)",
     )
-    sim.add_argument("--conf", help="scheduler conf (Volcano format); built-in default if omitted")
+    sim.add_argument("--conf", metavar="CONF",
+                     help="scheduler conf (Volcano format); the built-in default if omitted")
     sim.add_argument(
-        "--scheduler-name",
-        action="append",
-        help="schedulerName of the pods to schedule (repeatable; default volcano)",
+        "--scheduler-name", action="append", metavar="NAME",
+        help="schedulerName of the pods to schedule (repeatable; default: volcano)",
     )
-    sim.add_argument("--seed", type=int, default=0, help="random seed for tie-breaks (default 0)")
-    sim.add_argument("--max-cycles", type=int, default=100, help="stop after this many cycles")
-    sim.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")
+    sim.add_argument("--seed", type=int, default=0, metavar="N",
+                     help="random seed for tie-breaks: the same input and seed give the same "
+                     "output (default: 0)")
+    sim.add_argument("--max-cycles", type=positive_int, default=100, metavar="N",
+                     help="stop after this many cycles even if the cluster has not settled "
+                     "(at least 1; default: 100; 1 shows one session's decisions)")
+    sim.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
+                     help="table: nodes, pending pods with their reason, evictions and "
+                     "PodGroups, then a totals line; yaml/json: every object after scheduling "
+                     "and the events, as a v1 List (default: table)")
     sim.set_defaults(func=_simulate)

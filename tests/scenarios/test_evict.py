@@ -214,7 +214,7 @@ def test_cli_max_cycles_one_prints_one_sessions_decisions(
     path.write_text("\n---\n".join(json.dumps(obj) for obj in cluster_objects()))
     assert main(["simulate", str(path), "--max-cycles", "1"]) == 0
     out = capsys.readouterr().out
-    assert out.rstrip().endswith("1 cycle(s), stopped at --max-cycles.")
+    assert "; 1 cycle(s), stopped at --max-cycles; " in out.rstrip().splitlines()[-1]
     assert main(["simulate", str(path), "--max-cycles", "1", "-o", "json"]) == 0
     items = json.loads(capsys.readouterr().out)["items"]
     pods = {o["metadata"]["name"]: o for o in items if o["kind"] == "Pod"}

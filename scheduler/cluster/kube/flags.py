@@ -76,58 +76,77 @@ def _flag(group: argparse._ArgumentGroup, name: str, default: bool, help: str) -
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``vc-scheduler``-compatible flags of ``lahar run`` to ``parser``."""
     sched = parser.add_argument_group("scheduling")
-    sched.add_argument("--scheduler-conf", default="",
+    sched.add_argument("--scheduler-conf", default="", metavar="PATH",
                        help="scheduler conf YAML (hot-reloaded); empty = built-in default")
     sched.add_argument("--schedule-period", type=parse_duration, default=1.0, metavar="DURATION",
                        help="time between the end of one cycle and the next (default 1s)")
     sched.add_argument("--scheduler-name", action="append", default=None, metavar="NAME",
                        help="schedule pods with this spec.schedulerName (repeatable; "
                             "default volcano)")
-    sched.add_argument("--default-queue", default="default",
+    sched.add_argument("--default-queue", default="default", metavar="QUEUE",
                        help="queue for PodGroups that name none (default default)")
     sched.add_argument("--node-selector", action="append", type=_selector, default=None,
                        metavar="KEY:VALUE",
                        help="only use nodes carrying this label (repeatable)")
-    sched.add_argument("--percentage-nodes-to-find", type=int, default=0,
-                       help="percentage of nodes to find and score; <=0 = adaptive")
-    sched.add_argument("--minimum-feasible-nodes", type=int, default=100)
-    sched.add_argument("--minimum-percentage-nodes-to-find", type=int, default=5)
+    sched.add_argument("--percentage-nodes-to-find", type=int, default=0, metavar="PERCENT",
+                       help="percentage of nodes to find feasible and score for a pod; "
+                            "<=0 = adaptive, as kube-scheduler (default 0)")
+    sched.add_argument("--minimum-feasible-nodes", type=int, default=100, metavar="N",
+                       help="find at least this many feasible nodes before scoring stops "
+                            "the search (default 100)")
+    sched.add_argument("--minimum-percentage-nodes-to-find", type=int, default=5,
+                       metavar="PERCENT",
+                       help="the adaptive percentage never goes below this (default 5)")
     sched.add_argument("--resource-sync-timeout", type=parse_duration, default=60.0,
                        metavar="DURATION",
                        help="wait at most this long for the initial cache sync (0 = forever)")
-    sched.add_argument("--cache-dump-dir", default="/tmp",
+    sched.add_argument("--cache-dump-dir", default="/tmp", metavar="DIR",
                        help="where SIGUSR1 writes the cache as JSON (default /tmp)")
     _flag(sched, "--cache-dumper", True, "dump the cache on SIGUSR1")
     _flag(sched, "--enable-podgroup-controller", True,
           "give plain pods of our schedulers a PodGroup, as Volcano's controller does")
 
     api = parser.add_argument_group("API server")
-    api.add_argument("--kubeconfig", default="", help="kubeconfig path (empty = in-cluster)")
-    api.add_argument("--master", default="", help="API server address, overrides kubeconfig")
-    api.add_argument("--kube-api-qps", type=float, default=2000.0)
-    api.add_argument("--kube-api-burst", type=int, default=2000)
+    api.add_argument("--kubeconfig", default="", metavar="PATH",
+                     help="kubeconfig path (empty = in-cluster)")
+    api.add_argument("--master", default="", metavar="URL",
+                     help="API server address, overrides kubeconfig")
+    api.add_argument("--kube-api-qps", type=float, default=2000.0, metavar="QPS",
+                     help="requests per second to the API server, sustained (default 2000)")
+    api.add_argument("--kube-api-burst", type=int, default=2000, metavar="N",
+                     help="requests to the API server allowed in a burst above "
+                          "--kube-api-qps (default 2000)")
     api.add_argument("--bind-workers", type=_workers, default=16, metavar="N",
                      help="threads sending Bindings concurrently (default 16); binds, status "
                           "and watches together stay within --kube-api-qps/--kube-api-burst")
 
     serve = parser.add_argument_group("serving")
-    serve.add_argument("--listen-address", default=":8080", help="address of /metrics")
+    serve.add_argument("--listen-address", default=":8080", metavar="[HOST]:PORT",
+                       help="address of /metrics (default :8080, every interface)")
     _flag(serve, "--enable-metrics", False, "serve /metrics")
-    serve.add_argument("--healthz-address", default=":11251", help="address of /healthz, /readyz")
+    serve.add_argument("--healthz-address", default=":11251", metavar="[HOST]:PORT",
+                       help="address of /healthz, /readyz (default :11251, every interface)")
     _flag(serve, "--enable-healthz", False, "serve /healthz and /readyz")
 
     elect = parser.add_argument_group("leader election")
     _flag(elect, "--leader-elect", True, "run only while holding the leader Lease")
     elect.add_argument("--leader-elect-lease-duration", type=parse_duration, default=15.0,
-                       metavar="DURATION")
+                       metavar="DURATION",
+                       help="how long a candidate waits after the leader's last renewal "
+                            "before it takes the Lease (default 15s)")
     elect.add_argument("--leader-elect-renew-deadline", type=parse_duration, default=10.0,
-                       metavar="DURATION")
+                       metavar="DURATION",
+                       help="the leader stops leading when it could not renew for this long "
+                            "(default 10s)")
     elect.add_argument("--leader-elect-retry-period", type=parse_duration, default=2.0,
-                       metavar="DURATION")
-    elect.add_argument("--leader-elect-resource-name", default="",
+                       metavar="DURATION",
+                       help="time between tries to take or renew the Lease (default 2s)")
+    elect.add_argument("--leader-elect-resource-name", default="", metavar="NAME",
                        help="Lease name (default: the scheduler name)")
-    elect.add_argument("--leader-elect-resource-namespace", default="volcano-system")
-    elect.add_argument("--lock-object-namespace", default="",
+    elect.add_argument("--leader-elect-resource-namespace", default="volcano-system",
+                       metavar="NAMESPACE",
+                       help="namespace of the Lease (default volcano-system)")
+    elect.add_argument("--lock-object-namespace", default="", metavar="NAMESPACE",
                        help="deprecated: use --leader-elect-resource-namespace")
 
     logs = parser.add_argument_group("logging")
