@@ -31,8 +31,6 @@ def test_arguments_map_onto_the_device_config() -> None:
     [
         pytest.param({"SchedulePolicy": "fifo"}, "deviceshare.SchedulePolicy", id="policy"),
         pytest.param({"VGPUProfile": "nvidia"}, "deviceshare.VGPUProfile", id="profile"),
-        pytest.param({"ScheduleWeight": "high"}, "deviceshare.ScheduleWeight", id="weight-type"),
-        pytest.param({"GPUSharingEnable": "yes"}, "deviceshare.GPUSharingEnable", id="flag"),
     ],
 )
 def test_bad_arguments_are_conf_errors_naming_the_key(arguments: dict, key: str) -> None:
@@ -40,6 +38,19 @@ def test_bad_arguments_are_conf_errors_naming_the_key(arguments: dict, key: str)
         parse_conf(deviceshare_conf(**arguments))
     assert "deviceshare" in str(info.value)
 
+
+@pytest.mark.parametrize(
+    ("arguments", "key"),
+    [
+        pytest.param({"ScheduleWeight": "high"}, "deviceshare.ScheduleWeight", id="weight-type"),
+        pytest.param({"GPUSharingEnable": "yes"}, "deviceshare.GPUSharingEnable", id="flag"),
+    ],
+)
+def test_wrongly_typed_arguments_warn_and_keep_the_default(arguments: dict, key: str) -> None:
+    """Volcano's ``deviceshare.New`` reads these with ``GetInt``/``GetBool``
+    (``framework/arguments.go``): a wrong type is logged and the default kept."""
+    conf = parse_conf(deviceshare_conf(**arguments))
+    assert any(f"(deviceshare): argument {key!r}" in w for w in conf.warnings)
 
 def test_legacy_predicate_switches_turn_devices_on_without_deviceshare() -> None:
     conf_text = BASE_TIERS.replace(

@@ -137,5 +137,7 @@ def test_simulate_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
 def test_conf_check(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["conf", "check"]) == 0
     assert "ok" in capsys.readouterr().out
-    assert main(["conf", "check", _write(tmp_path, "tiers: [{plugins: [{name: nope}]}]")]) == 2
-    assert "unknown plugin 'nope'" in capsys.readouterr().err
+    assert main(["conf", "check", _write(tmp_path, "tiers: [{plugins: [{name: nope}]}]")]) == 0
+    assert "unknown plugin 'nope' skipped" in capsys.readouterr().err
+    assert main(["conf", "check", _write(tmp_path, "actions: 'nope'")]) == 2
+    assert "unknown action 'nope'" in capsys.readouterr().err
