@@ -1,12 +1,13 @@
 """Loading Kubernetes manifests for the embedded cluster.
 
 Accepts multi-document YAML (or JSON) files and ``v1`` ``List`` objects. Every object of a
-kind the scheduler uses is checked the way the scheduler will read it, so a broken manifest is
-reported before anything is scheduled, naming the document, the object and the field. An object
-given twice (same kind, namespace and name) is a warning naming both places; the later one wins,
-as a second ``kubectl apply`` would. A file without objects (empty, only comments) is a
-warning, and an error when no file has any: there is nothing to schedule, and a wrong file was
-likely given.
+kind the scheduler uses is checked the way the scheduler will read it, and refused where the API
+server would refuse it (:mod:`scheduler.api.validation`; a pod naming a PriorityClass that is
+not given, as the Priority admission plugin does), so a broken manifest is reported before
+anything is scheduled, naming the document, the object and the field. An object given twice
+(same kind, namespace and name) is a warning naming both places; the later one wins, as a second
+``kubectl apply`` would. A file without objects (empty, only comments) is a warning, and an
+error when no file has any: there is nothing to schedule, and a wrong file was likely given.
 
 Files are read with libyaml's loader when PyYAML was built with it, through
 :mod:`scheduler.cluster.yamlload`: on a 20,000-pod file PyYAML's pure-Python loader took longer
@@ -28,10 +29,12 @@ from scheduler.api.pod import PodParseMemo
 from scheduler.api.podgroup import podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
+from scheduler.api.validation import validate_object
 from scheduler.cluster.yamlload import load_all_marked
 from scheduler.confyaml import UnreadableFile, read_text
 
 __all__ = [
+    "BUILT_IN_PRIORITY_CLASSES",
     "KINDS",
     "Manifest",
     "ManifestError",
@@ -42,6 +45,8 @@ __all__ = [
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device")
 _NAMESPACED = ("Pod", "PodGroup")
+BUILT_IN_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
+"""The classes every API server creates itself, so a pod may name them without a manifest."""
 _GROUPS = {
     "Node": ("v1",),
     "Pod": ("v1",),
@@ -112,9 +117,14 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
     obj = manifest.obj
     kind = manifest.kind
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+    if not isinstance(meta, Mapping) or meta.get("name") in (None, ""):
         raise ManifestError(
             f"{manifest.source}: {kind or 'object'}: field metadata.name is required"
+        )
+    if not isinstance(meta["name"], str):
+        raise ManifestError(
+            f"{manifest.source}: {kind}: field metadata.name: must be a string, "
+            f"got {meta['name']!r}"
         )
     api_version = obj.get("apiVersion")
     if api_version not in _GROUPS[kind]:
@@ -132,6 +142,7 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
                 f"metadata.{field_name}: must be a map of strings"
             )
     try:
+        validate_object(kind, obj)
         if kind == "Node":
             node_from_object(obj)
         elif kind == "Pod":
@@ -151,6 +162,23 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
                 )
     except ObjectError as exc:
         raise ManifestError(f"{manifest.source}: {exc}") from None
+
+
+def _check_priority_classes(manifests: Iterable[Manifest]) -> None:
+    """Refuse a pod whose ``priorityClassName`` names no PriorityClass given, as the API
+    server's Priority admission plugin refuses to create it (the two built-in classes always
+    exist)."""
+    classes = set(BUILT_IN_PRIORITY_CLASSES)
+    classes.update(m.obj["metadata"]["name"] for m in manifests if m.kind == "PriorityClass")
+    for manifest in manifests:
+        if manifest.kind != "Pod":
+            continue
+        class_name = (manifest.obj.get("spec") or {}).get("priorityClassName")
+        if class_name and class_name not in classes:
+            raise ManifestError(
+                f"{manifest.source}: {object_key(manifest)}: field spec.priorityClassName: "
+                f"no PriorityClass with name {class_name} was found"
+            )
 
 
 def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[str]]:
@@ -192,4 +220,5 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
             manifests.append(manifest)
     if empty and len(empty) == files:
         raise ManifestError(f"no objects in {', '.join(empty)}")
+    _check_priority_classes(manifests)
     return manifests, warnings
