@@ -96,7 +96,8 @@ def parse_documents(text: str, *, source: str) -> list[Manifest]:
     out: list[Manifest] = []
     number = 0
     try:
-        for number, (doc, shares) in enumerate(load_all_marked(text), start=1):
+        documents = load_all_marked(text, timestamps_as_text=True)
+        for number, (doc, shares) in enumerate(documents, start=1):
             out.extend(_expand(f"{source}#{number}", doc, private=not shares))
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}#{number + 1}: not valid YAML: {exc}") from None

@@ -8,6 +8,11 @@ generic, generator-based constructor. Here a scalar's tag is resolved once per d
 and strings are built by a direct recursion. Every other node — numbers, booleans, nulls,
 timestamps, explicit tags, merge keys (``<<``) — goes to PyYAML's own safe constructor, so the
 result is exactly what ``yaml.safe_load_all`` returns, aliases shared the same way.
+
+Kubernetes reads YAML through JSON (``sigs.k8s.io/yaml``), whose YAML decoder keeps a plain
+scalar that looks like a timestamp as text: ``creationTimestamp: 2026-01-01T00:00:00Z`` is the
+string, not a date. ``timestamps_as_text`` does the same, so manifests load as the API server
+reads them (a ``datetime`` would also stop ``-o json`` output).
 """
 
 from __future__ import annotations
@@ -26,15 +31,17 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _DEFAULT_TAGS = {ScalarNode: _STR, SequenceNode: _SEQ, MappingNode: _MAP}
 
 
 class _Loader(_BASE):
     """libyaml's safe loader with a per-load memo of plain scalars' resolved tags."""
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, *, timestamps_as_text: bool = False) -> None:
         super().__init__(stream)
         self.plain_tags: dict[str, str] = {}
+        self.timestamps_as_text = timestamps_as_text
         self.shares = False
         """Whether the current document may use one map or list in two places (an alias,
         or a node left to PyYAML, which shares what it built for an anchor)."""
@@ -43,7 +50,10 @@ class _Loader(_BASE):
         if kind is ScalarNode and implicit[0]:
             tag = self.plain_tags.get(value)
             if tag is None:
-                tag = self.plain_tags[value] = super().resolve(kind, value, implicit)
+                tag = super().resolve(kind, value, implicit)
+                if tag == _TIMESTAMP and self.timestamps_as_text:
+                    tag = _STR
+                self.plain_tags[value] = tag
             return tag
         if self.yaml_path_resolvers:
             return str(super().resolve(kind, value, implicit))
@@ -103,10 +113,14 @@ def load_all(text: str) -> Iterator[Any]:
         yield document
 
 
-def load_all_marked(text: str) -> Iterator[tuple[Any, bool]]:
+def load_all_marked(
+    text: str, *, timestamps_as_text: bool = False
+) -> Iterator[tuple[Any, bool]]:
     """As :func:`load_all`, each document with whether it may use one map or list in two
-    places (False: every map and list in it is its own, so it can be changed in place)."""
-    loader = _Loader(text)
+    places (False: every map and list in it is its own, so it can be changed in place).
+    With ``timestamps_as_text`` a plain scalar that looks like a timestamp stays a string, as
+    Kubernetes reads it."""
+    loader = _Loader(text, timestamps_as_text=timestamps_as_text)
     try:
         while loader.check_node():
             loader.shares = False

@@ -279,3 +279,19 @@ def test_a_priority_class_given_in_another_file_is_found(tmp_path: Path) -> None
                              make_pod("q", priority_class="system-node-critical")])
     manifests, warnings = load_manifests([pods, str(classes)])
     assert len(manifests) == 3 and warnings == []
+
+
+# -- input the API server takes, which stopped Lahar ---------------------------------------------
+def test_an_unquoted_timestamp_is_read_as_text_as_kubernetes_reads_it(tmp_path: Path) -> None:
+    """``sigs.k8s.io/yaml`` keeps ``2026-01-01T00:00:00Z`` a string; PyYAML makes a datetime,
+    which ``-o json`` could not write."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: node-a\n"
+                    "  creationTimestamp: 2026-01-01T00:00:00Z\n"
+                    "status:\n  allocatable: {cpu: \"4\"}\n")
+    manifests, _ = load_manifests([str(path)])
+    assert manifests[0].obj["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"
+    result = _lahar("simulate", str(path), "-o", "json")
+    assert result.returncode == 0
+    nodes = [i for i in yaml.safe_load(result.stdout)["items"] if i["kind"] == "Node"]
+    assert nodes[0]["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"
