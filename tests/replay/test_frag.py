@@ -21,7 +21,7 @@ from scheduler.devices.placement.frag import (
 from scheduler.devices.placement.state import NodeStates, PodShape
 from scheduler.replay.trace import load_pods
 from tests.replay.bruteforce import node_fragment
-from tests.replay.data import alibaba_dir
+from tests.replay.data import trace_files
 
 CPU_ONLY = ShapeKey(1000, 0, 0)
 SHARE_500 = ShapeKey(2000, 500, 1)
@@ -54,12 +54,19 @@ def test_equal_counts_keep_the_larger_shape_first() -> None:
     assert target.shapes == (large, small)
 
 
-def test_default_trace_target_is_35_shapes_covering_95_percent() -> None:
-    pods = load_pods(alibaba_dir() / "openb_pod_list_default.csv")
-    target = TargetWorkload.from_keys(shape_key(p.shape, p.spec_text) for p in pods)
-    assert len(target) == 35
+@pytest.mark.parametrize(("trace", "shapes", "kept", "first"), [
+    ("default", 91, 35, 0.128),  # the most common shape, 12.8 % of the pods
+    ("sample", 51, 35, 0.135),
+])
+def test_trace_target_keeps_the_shapes_covering_95_percent(
+        trace: str, shapes: int, kept: int, first: float) -> None:
+    pods = load_pods(trace_files(trace).pods)
+    keys = [shape_key(p.shape, p.spec_text) for p in pods]
+    target = TargetWorkload.from_keys(keys)
+    assert len(set(keys)) == shapes and len(target) == kept
     assert target.prob.sum() == pytest.approx(1.0)
-    assert target.shapes[0] == ShapeKey(3152, 810, 1)  # the most common shape, 12.8 % of pods
+    assert target.shapes[0] == ShapeKey(3152, 810, 1)
+    assert keys.count(target.shapes[0]) / len(keys) == pytest.approx(first, abs=0.001)
     assert any(k.num_gpu == 0 for k in target.shapes)
 
 

@@ -17,7 +17,7 @@ from scheduler.replay.trace import (
     resolve_trace,
     trace_name,
 )
-from tests.replay.data import alibaba_dir
+from tests.replay.data import alibaba_dir, trace_files
 
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
 
@@ -196,12 +196,14 @@ def test_no_tuning_keeps_the_shuffled_trace_and_cpu_only_traces_cannot_tune() ->
                           rng=random.Random(1))
 
 
-def test_default_trace_is_tuned_to_130_percent() -> None:
-    base = alibaba_dir()
-    pods = load_pods(base / "openb_pod_list_default.csv")
-    work = generate_workload(pods, capacity_gpu_milli=6_212_000, tune=1.3, rng=random.Random(42))
-    assert 1.3 * 6_212_000 - 1000 < work.total_gpu_milli <= 1.3 * 6_212_000 + 7000
-    assert len(work.pods) > 10_000 and work.pods[len(pods)].name.endswith("-tuned-0")
+@pytest.mark.parametrize(("trace", "at_least"), [("default", 10_000), ("sample", 500)])
+def test_trace_is_tuned_to_130_percent(trace: str, at_least: int) -> None:
+    files = trace_files(trace)
+    pods = load_pods(files.pods)
+    capacity = 1000 * files.cards
+    work = generate_workload(pods, capacity_gpu_milli=capacity, tune=1.3, rng=random.Random(42))
+    assert 1.3 * capacity - 1000 < work.total_gpu_milli <= 1.3 * capacity + 7000
+    assert len(work.pods) > at_least and work.pods[len(pods)].name.endswith("-tuned-0")
 
 
 def test_a_missing_traces_folder_is_named_instead_of_an_empty_list(tmp_path: Path) -> None:
