@@ -1,0 +1,182 @@
+"""``lahar node-agent``: the node half of device sharing, one process per node (a DaemonSet).
+
+It serves the kubelet device plugin API for the enabled families' extended resources, answers
+``Allocate`` with the devices the scheduler wrote into the pod (releasing the node lock), and
+reports the node's ``Device`` object, labels and register annotations. The families are the
+scheduler conf's ``deviceshare`` switches (``--scheduler-conf``) and/or the flags below.
+Fake devices (``--fake-gpus``, ``--fake-inventory``) replace NVML on machines without GPUs.
+
+The gRPC, NVML and Kubernetes modules are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+__all__ = ["add_node_agent_arguments", "node_agent_main"]
+
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins/"
+
+
+def add_node_agent_arguments(sub: Any) -> None:
+    agent = sub.add_parser(
+        "node-agent", help="serve this node's devices to kubelet and report them",
+        description="The node half of device sharing: a kubelet device plugin (v1beta1) for "
+        "the enabled families' resources whose Allocate hands out the devices the scheduler "
+        "chose and releases the node lock, plus the reporter of the node's Device object. "
+        "See docs/node-agent.md.")
+    where = agent.add_argument_group("node and cluster")
+    where.add_argument("--node-name", default=None,
+                       help="this node (default: $NODE_NAME, else the host name)")
+    where.add_argument("--kubeconfig", default=None,
+                       help="kubeconfig file (default: in-cluster service account, else "
+                            "$KUBECONFIG or ~/.kube/config)")
+    where.add_argument("--master", default=None, help="API server address (overrides the "
+                                                      "kubeconfig's)")
+    where.add_argument("--kubelet-dir", default=DEVICE_PLUGIN_DIR, metavar="DIR",
+                       help=f"kubelet's device plugin directory with kubelet.sock "
+                            f"(default: {DEVICE_PLUGIN_DIR})")
+    where.add_argument("--kubelet-checkpoint", default=None, metavar="FILE",
+                       help="kubelet's device checkpoint, read for GPUs handed out by other "
+                            "plugins (default: DIR/kubelet_internal_checkpoint)")
+    families = agent.add_argument_group("device families (OR-ed with --scheduler-conf)")
+    families.add_argument("--scheduler-conf", default=None, metavar="CONF",
+                          help="take the families from this scheduler conf's deviceshare "
+                               "arguments")
+    families.add_argument("--gpu-share", action="store_true",
+                          help="GPU share, memory mode (volcano.sh/gpu-memory)")
+    families.add_argument("--gpu-number", action="store_true",
+                          help="GPU share, whole cards (volcano.sh/gpu-number)")
+    families.add_argument("--vgpu", action="store_true", help="vGPU (HAMi-core)")
+    families.add_argument("--vgpu-profile", choices=("volcano", "hami"), default=None,
+                          help="vGPU names: volcano (volcano.sh/vgpu-*) or hami "
+                               "(nvidia.com/gpu); default: the conf's, else volcano")
+    families.add_argument("--fine-grained", action="store_true",
+                          help="Koordinator's fine-grained GPU/RDMA (needs the Device CRD)")
+    options = agent.add_argument_group("devices")
+    options.add_argument("--split-count", type=int, default=10, metavar="N",
+                         help="vGPU: vGPUs per card (default: 10)")
+    options.add_argument("--gpu-memory-factor", type=int, default=1, metavar="MIB",
+                         help="GPU share: MiB per volcano.sh/gpu-memory unit (default: 1)")
+    options.add_argument("--hook-path", default="", metavar="DIR",
+                         help="vGPU: HAMi-core's host directory (default: /usr/local/vgpu "
+                              "for volcano, /usr/local for hami; $HOOK_PATH wins)")
+    options.add_argument("--hami-core-library", default="/usr/local/vgpu/libvgpu.so",
+                         metavar="FILE", help="fine-grained: HAMi-core for isolated shares")
+    options.add_argument("--sysfs", default="/sys", metavar="DIR",
+                         help="where sysfs is mounted (PCIe, NUMA, RDMA uverbs)")
+    options.add_argument("--fake-gpus", type=int, default=0, metavar="N",
+                         help="make up N GPUs instead of reading NVML (clusters without GPUs)")
+    options.add_argument("--fake-gpu-memory", default="16Gi", metavar="QUANTITY",
+                         help="memory of each fake GPU (default: 16Gi)")
+    options.add_argument("--fake-inventory", default=None, metavar="FILE",
+                         help="fake GPUs and RDMA NICs with topology, from YAML (see "
+                              "docs/node-agent.md)")
+    timing = agent.add_argument_group("timing")
+    timing.add_argument("--health-interval", type=float, default=0.5, metavar="SECONDS",
+                        help="how often device health is checked (default: 0.5)")
+    timing.add_argument("--report-period", type=float, default=60.0, metavar="SECONDS",
+                        help="how often the node is reported without a change (default: 60)")
+    agent.set_defaults(func=node_agent_main)
+
+
+def _families(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from scheduler.devices.base import DeviceConfig
+
+    config = DeviceConfig()
+    if args.scheduler_conf:
+        from scheduler.conf import load_conf
+        from scheduler.deviceconf import device_config
+
+        config = device_config(load_conf(args.scheduler_conf))
+    return replace(config, gpu_sharing=config.gpu_sharing or args.gpu_share,
+                   gpu_number=config.gpu_number or args.gpu_number,
+                   vgpu=config.vgpu or args.vgpu, finegrained=config.finegrained
+                   or args.fine_grained, profile=args.vgpu_profile or config.profile)
+
+
+def _source(args: argparse.Namespace, node: str) -> Any:
+    from scheduler.api.resource import parse_quantity
+    from scheduler.devices.node.inventory import (
+        FakeSource,
+        Inventory,
+        NvmlSource,
+        fake_gpus,
+        inventory_from_yaml,
+    )
+    from scheduler.devices.node.report import Sysfs, load_nvml
+
+    if args.fake_inventory:
+        import yaml
+
+        with open(args.fake_inventory, encoding="utf-8") as f:
+            return FakeSource(inventory_from_yaml(node, yaml.safe_load(f)))
+    if args.fake_gpus:
+        memory = int(parse_quantity(args.fake_gpu_memory))
+        return FakeSource(Inventory(gpus=fake_gpus(node, args.fake_gpus, memory),
+                                    driver="fake", fake=True))
+    nvml, error = load_nvml()
+    return NvmlSource(nvml=nvml, error=error, sysfs=Sysfs(args.sysfs))
+
+
+def node_agent_main(args: argparse.Namespace) -> int:
+    try:
+        import google.protobuf  # noqa: F401
+        import grpc  # noqa: F401
+    except ImportError as exc:
+        print(f"error: lahar node-agent needs grpcio and protobuf ({exc}); "
+              f"pip install 'lahar[nodeagent]'", file=sys.stderr)
+        return 1
+    from scheduler.cluster.kube.client import KubeClient
+    from scheduler.cluster.kube.nodeaccess import KubeNodeAccess
+    from scheduler.conf import ConfError
+    from scheduler.devices.node.agent import NodeAgent
+    from scheduler.devices.node.inventory import InventoryError
+    from scheduler.devices.node.resources import AgentConfig, AgentConfigError
+
+    node = args.node_name or os.environ.get("NODE_NAME") or socket.gethostname()
+    try:
+        config = AgentConfig(node_name=node, devices=_families(args),
+                             split_count=args.split_count,
+                             gpu_memory_factor=args.gpu_memory_factor,
+                             hook_path=os.environ.get("HOOK_PATH") or args.hook_path,
+                             hami_core_library=args.hami_core_library, sysfs=args.sysfs,
+                             prepare_host_dirs=not (args.fake_gpus or args.fake_inventory))
+        config.check()
+        source = _source(args, node)
+    except (ConfError, AgentConfigError, InventoryError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError:
+        print("error: reading GPUs needs nvidia-ml-py (pip install 'lahar[nodeagent]'); "
+              "use --fake-gpus on a machine without GPUs", file=sys.stderr)
+        return 1
+    except Exception as exc:  # NVML cannot start: no driver
+        print(f"error: NVML cannot start ({exc}): no NVIDIA driver or GPU; use --fake-gpus "
+              f"to run without GPUs", file=sys.stderr)
+        return 1
+    client = KubeClient.from_flags(kubeconfig=args.kubeconfig, master=args.master)
+    checkpoint = args.kubelet_checkpoint or os.path.join(args.kubelet_dir,
+                                                         "kubelet_internal_checkpoint")
+    agent = NodeAgent(config=config, source=source, access=KubeNodeAccess(client),
+                      kubelet_dir=args.kubelet_dir, checkpoint_path=checkpoint,
+                      health_interval=args.health_interval, report_period=args.report_period)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        agent.start()
+    except OSError as exc:
+        print(f"error: cannot serve in {args.kubelet_dir}: {exc}", file=sys.stderr)
+        return 1
+    agent.wait(stop)
+    client.close()
+    return 0

@@ -1,0 +1,107 @@
+"""``lahar node-agent``'s core: the device plugin endpoints, the health loop and the reporter.
+
+:class:`NodeAgent` starts one device-plugin server per enabled resource and registers them
+with kubelet (:mod:`~scheduler.devices.node.plugin`), then checks device health every
+``health_interval`` seconds: a change wakes every ``ListAndWatch`` stream and reports the node
+at once; otherwise it reports every ``report_period`` seconds
+(:mod:`~scheduler.devices.node.reporter`). Every API server call goes through ``access``
+(:class:`AgentAccess`), which ``scheduler.cluster.kube.nodeaccess`` implements over the
+Kubernetes client and the tests implement in memory.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from scheduler.devices.node.allocate import Allocator
+from scheduler.devices.node.handshake import HandshakeAccess
+from scheduler.devices.node.inventory import DeviceSource
+from scheduler.devices.node.plugin import DevicePlugins, DeviceState
+from scheduler.devices.node.reporter import ReportAccess, Reporter
+from scheduler.devices.node.resources import AgentConfig, endpoints
+
+__all__ = ["AgentAccess", "NodeAgent"]
+
+log = structlog.get_logger("lahar.nodeagent")
+
+
+class AgentAccess(HandshakeAccess, ReportAccess, Protocol):
+    """Everything the agent asks of the API server."""
+
+
+@dataclass(slots=True)
+class NodeAgent:
+    config: AgentConfig
+    source: DeviceSource
+    access: AgentAccess
+    kubelet_dir: str
+    checkpoint_path: str = ""
+    health_interval: float = 0.5
+    report_period: float = 60.0
+    clock: Callable[[], float] = time.time
+    new_id: Callable[[], str] | None = None
+    state: DeviceState | None = None
+    allocator: Allocator | None = None
+    plugins: DevicePlugins | None = None
+    reporter: Reporter | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    reported: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        self.config.check()
+        served = endpoints(self.config)
+        self.state = state = DeviceState(self.source)
+        self.allocator = Allocator(access=self.access, config=self.config,
+                                   inventory=state.inventory, clock=self.clock)
+        if self.new_id is not None:
+            self.allocator.new_id = self.new_id
+        self.reporter = Reporter(access=self.access, config=self.config, endpoints=served,
+                                 checkpoint_path=self.checkpoint_path, clock=self.clock)
+        self.plugins = DevicePlugins(endpoints=served, state=state, allocator=self.allocator,
+                                     config=self.config, kubelet_dir=self.kubelet_dir)
+        self.plugins.start()
+        self._thread = threading.Thread(target=self._loop, name="node-agent", daemon=True)
+        self._thread.start()
+        log.info("node agent started", node=self.config.node_name,
+                 resources=[e.resource for e in served],
+                 gpus=len(state.inventory().gpus), nics=len(state.inventory().nics))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        if self.plugins is not None:
+            self.plugins.stop()
+
+    def wait(self, stop: threading.Event) -> None:
+        """Run until ``stop`` is set (a signal handler sets it)."""
+        try:
+            stop.wait()
+        finally:
+            self.stop()
+
+    def _loop(self) -> None:
+        assert self.state is not None and self.reporter is not None
+        last = float("-inf")
+        while not self._stop.is_set():
+            changed = False
+            try:
+                changed = self.state.refresh()
+            except Exception as exc:  # NVML hiccup: keep the last inventory
+                log.warning("health check failed", error=str(exc))
+            if changed:
+                log.info("device health changed", unhealthy=[
+                    device for device, healthy in self.state.inventory().health() if not healthy])
+            now = time.monotonic()
+            if changed or now - last >= self.report_period:
+                self.reporter.report(self.state.inventory())
+                self.reported.set()
+                last = now
+            self._stop.wait(self.health_interval)
