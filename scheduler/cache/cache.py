@@ -38,6 +38,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import GROUP_NAME_ANNOTATION, TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
+from scheduler.cache.implied import ImpliedGroups
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.intern import StringTable
 from scheduler.cache.jobs import assemble_jobs
@@ -77,6 +78,7 @@ class SchedulerCache(CacheWrites):
         ignored_resources: Iterable[str] = (),
         node_devices: NodeDevicesBuilder | None = None,
         device_dims: Iterable[str] = (),
+        implied_groups: bool = False,
     ) -> None:
         self.writer = writer
         self.scheduler_names = frozenset(scheduler_names)
@@ -98,6 +100,8 @@ class SchedulerCache(CacheWrites):
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
         self.tasks_by_job: dict[JobID, dict[TaskID, TaskInfo]] = {}
         self.podgroups: dict[JobID, PodGroup] = {}
+        self.implied = ImpliedGroups(enabled=implied_groups, default_queue=default_queue)
+        """Plain pods' PodGroups not yet on the API server (:mod:`scheduler.cache.implied`)."""
         self.queues: dict[QueueID, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -250,6 +254,8 @@ class SchedulerCache(CacheWrites):
             old = self._task_by_key(key)
             if old is not None:
                 self._remove_task(old)
+                self.implied.release(old.job, members=self.tasks_by_job.get(old.job),
+                                     podgroups=self.podgroups, pool=self.pool)
             self.pods.pop(key, None)
             self.status.forget_pod(key)
             self.resync.forget(key)
@@ -268,6 +274,8 @@ class SchedulerCache(CacheWrites):
         if task is None:
             self.pods.pop(key, None)
             return
+        if not task.job and ours and self.implied.enabled:
+            self.implied.adopt(task, obj, podgroups=self.podgroups, pool=self.pool)
         if isinstance(obj, dict) and (old is None or old.pod is not obj):
             # an object updated in place (the embedded cluster's) was interned when added
             self.strings.intern(obj)
@@ -354,6 +362,7 @@ class SchedulerCache(CacheWrites):
         self.unreadable_groups.pop(uid, None)
         self.deleted_groups.pop(uid, None)
         self.broken.pop(f"PodGroup {uid}", None)
+        self.implied.arrived(uid)
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
 
@@ -504,7 +513,8 @@ class SchedulerCache(CacheWrites):
                 cached.conditions = [dict(c) for c in job.podgroup.conditions]
                 cached.running, cached.succeeded = job.podgroup.running, job.podgroup.succeeded
                 cached.failed = job.podgroup.failed
-            self.status.update_podgroup(job, event)
+            if job.uid not in self.implied:  # nothing to write to until the object exists
+                self.status.update_podgroup(job, event)
 
     def update_task_condition(
         self, task: TaskInfo, *, reason: str, message: str, nominated_node: str = ""

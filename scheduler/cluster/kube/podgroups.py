@@ -4,88 +4,44 @@ The scheduler tracks jobs through PodGroups: a pod joins one through the
 ``scheduling.k8s.io/group-name`` annotation. Pods created by Deployments, StatefulSets or by
 hand carry none, and without Volcano's controller manager nobody would give them one. This
 controller does that work inside ``lahar run``: for each pending pod of our schedulers without a
-group it creates ``podgroup-<controller owner UID>`` (or ``podgroup-<pod UID>``) with
-``minMember: 1``, the pod's requests as ``minResources``, the queue from the pod's
-``scheduling.volcano.sh/queue-name`` annotation and the pod's priority class, copies the
-PodGroup-level annotations Volcano copies, then writes the group name back onto the pod.
+group it creates the PodGroup :func:`~scheduler.api.implied.implied_podgroup` describes, then
+writes the group name back onto the pod.
+
+None of it is on the scheduling loop's path: the cache schedules such a pod at once under its
+implied PodGroup (:mod:`scheduler.cache.implied`), and these writes go out from a small pool of
+worker threads, each retried with backoff, then again after ``retry_after`` seconds. A stalled
+API server slows the writes, never a decision.
 
 The names are Volcano's, so running next to Volcano's own controller is harmless: whichever
-writes first wins and the other finds the PodGroup already there. Pods are collected from the
-pod watch (:meth:`PodGroupController.observe`, any thread) and served between scheduling cycles
-(:meth:`PodGroupController.sync`); a write that fails is logged with the pod's name and tried
-again at the next sync.
+writes first wins and the other finds the PodGroup already there.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from scheduler.api.errors import ObjectError
-from scheduler.api.pod import pod_requests
+from scheduler.api.implied import (
+    COPIED_ANNOTATIONS,
+    QUEUE_NAME_ANNOTATION,
+    implied_podgroup,
+)
 from scheduler.api.task import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
 from scheduler.cluster.kube.client import MERGE_PATCH, KubeClient, object_path
 from scheduler.cluster.kube.retry import RetryPolicy, status_of
 
-__all__ = ["COPIED_ANNOTATIONS", "QUEUE_NAME_ANNOTATION", "PodGroupController", "podgroup_for"]
+__all__ = ["COPIED_ANNOTATIONS", "QUEUE_NAME_ANNOTATION", "PodGroupController"]
 
 log = structlog.get_logger("lahar.podgroups")
 
-QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
-COPIED_ANNOTATIONS = (
-    "volcano.sh/preemptable",
-    "volcano.sh/cooldown-time",
-    "volcano.sh/revocable-zone",
-    "volcano.sh/jdb-min-available",
-    "volcano.sh/jdb-max-unavailable",
-)
 VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
-
-
-def _owner(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod's controller reference, or a reference to the pod itself."""
-    meta = pod.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
-            return {key: ref[key] for key in ("apiVersion", "kind", "name", "uid", "controller")
-                    if key in ref}
-    return {"apiVersion": "v1", "kind": "Pod", "name": meta.get("name", ""),
-            "uid": meta.get("uid", ""), "controller": True}
-
-
-def podgroup_for(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The PodGroup Volcano's controller would create for ``pod``.
-
-    Raises :class:`ObjectError` when the pod's resource requests cannot be read.
-    """
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    annotations = meta.get("annotations") or {}
-    owner = _owner(pod)
-    requests, _ = pod_requests(pod)
-    group_spec: dict[str, Any] = {
-        "minMember": 1,
-        "minResources": requests.to_quantities(),
-    }
-    queue = annotations.get(QUEUE_NAME_ANNOTATION)
-    if queue:
-        group_spec["queue"] = queue
-    if spec.get("priorityClassName"):
-        group_spec["priorityClassName"] = spec["priorityClassName"]
-    copied = {key: str(annotations[key]) for key in COPIED_ANNOTATIONS if key in annotations}
-    group_meta: dict[str, Any] = {
-        "name": f"podgroup-{owner['uid']}",
-        "namespace": meta.get("namespace", "default"),
-        "ownerReferences": [owner],
-    }
-    if copied:
-        group_meta["annotations"] = copied
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": group_meta, "spec": group_spec, "status": {"phase": "Pending"}}
 
 
 @dataclass(slots=True)
@@ -97,9 +53,19 @@ class PodGroupController:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     report: Callable[[Mapping[str, Any], str], None] | None = None
     """Called with the pod and a message when a pod cannot be given a PodGroup."""
+    workers: int = 8
+    retry_after: float = 1.0
+    """Seconds before a pod whose writes failed (after their own retries) is tried again."""
     _names: frozenset[str] = frozenset()
     _pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _busy: set[str] = field(default_factory=set)
+    _done: set[str] = field(default_factory=set)
+    """Pods served whose annotated version the watch has not shown yet."""
+    _not_before: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _wake: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _pool: ThreadPoolExecutor | None = None
 
     def __post_init__(self) -> None:
         self._names = frozenset(self.scheduler_names)
@@ -123,9 +89,13 @@ class PodGroupController:
         key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
         with self._lock:
             if event_type != "DELETED" and self.wants(pod):
-                self._pending[key] = dict(pod)
+                if key not in self._done:
+                    self._pending[key] = dict(pod)
+                    self._wake.set()
             else:
                 self._pending.pop(key, None)
+                self._not_before.pop(key, None)
+                self._done.discard(key)
 
     @property
     def pending(self) -> int:
@@ -133,23 +103,69 @@ class PodGroupController:
             return len(self._pending)
 
     def sync(self) -> int:
-        """Give every collected pod its PodGroup; returns how many pods were annotated."""
+        """Serve every collected pod now, in this thread; returns how many were done."""
         with self._lock:
-            batch = list(self._pending.items())
-        done = 0
-        for key, pod in batch:
-            if self._serve(pod):
-                done += 1
-                with self._lock:
-                    if self._pending.get(key) is pod:
-                        del self._pending[key]
-        return done
+            batch = [item for item in self._pending.items() if item[0] not in self._busy]
+        return sum(self._finish(key, pod, self._serve(pod)) for key, pod in batch)
+
+    def start(self, stop: threading.Event) -> None:
+        """Serve collected pods from background threads until ``stop`` is set."""
+        self._pool = ThreadPoolExecutor(max_workers=self.workers,
+                                        thread_name_prefix="lahar-podgroups")
+        self._thread = threading.Thread(target=self._dispatch, args=(stop,),
+                                         name="lahar-podgroup-dispatch", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _dispatch(self, stop: threading.Event) -> None:
+        assert self._pool is not None
+        while not stop.is_set():
+            self._wake.wait(self.retry_after)
+            self._wake.clear()
+            if stop.is_set():
+                return
+            now = time.monotonic()
+            with self._lock:
+                batch = [(key, pod) for key, pod in self._pending.items()
+                         if key not in self._busy and self._not_before.get(key, 0.0) <= now]
+                self._busy.update(key for key, _ in batch)
+            for key, pod in batch:
+                try:
+                    self._pool.submit(self._work, key, pod)
+                except RuntimeError:  # the pool was shut down: stopping
+                    return
+
+    def _work(self, key: str, pod: dict[str, Any]) -> None:
+        try:
+            done = self._serve(pod)
+        except Exception as error:  # a worker must never die with a pod in flight
+            log.warning("cannot give a pod its PodGroup", pod=key, error=str(error))
+            done = False
+        self._finish(key, pod, done)
+
+    def _finish(self, key: str, pod: dict[str, Any], done: bool) -> int:
+        with self._lock:
+            self._busy.discard(key)
+            if done:
+                self._not_before.pop(key, None)
+                self._done.add(key)
+                self._pending.pop(key, None)
+            else:
+                self._not_before[key] = time.monotonic() + self.retry_after
+                self._wake.set()  # the dispatcher waits out retry_after before trying again
+        return int(done)
 
     def _serve(self, pod: Mapping[str, Any]) -> bool:
         meta = pod.get("metadata") or {}
         namespace, name = meta.get("namespace", "default"), meta.get("name", "")
         try:
-            group = podgroup_for(pod)
+            group = implied_podgroup(pod)
         except (ObjectError, ValueError) as error:
             message = f"cannot create a PodGroup for pod {namespace}/{name}: {error}"
             log.warning("pod left without a PodGroup", pod=f"{namespace}/{name}",
@@ -161,8 +177,8 @@ class PodGroupController:
         try:
             self.retry.call(self.client.request_json, "POST",
                             object_path(VOLCANO, "podgroups", namespace=namespace), body=group)
-            log.info("created a PodGroup for a plain pod", pod=f"{namespace}/{name}",
-                     podgroup=group_name)
+            log.debug("created a PodGroup for a plain pod", pod=f"{namespace}/{name}",
+                      podgroup=group_name)
         except Exception as error:
             if status_of(error) != 409:  # 409: it exists already (a sibling or Volcano)
                 log.warning("cannot create PodGroup", podgroup=f"{namespace}/{group_name}",

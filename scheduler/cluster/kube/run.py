@@ -344,7 +344,9 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     devices = device_support(conf)
     cache = SchedulerCache(writer=writer, scheduler_names=args.scheduler_name,
                            default_queue=args.default_queue, clock=time.time,
-                           node_selector=args.node_selector, **devices.cache_options())
+                           node_selector=args.node_selector,
+                           implied_groups=args.enable_podgroup_controller,
+                           **devices.cache_options())
     devices.install(cache, access=writer, clock=time.time)
     cache.start_background(bind_workers=args.bind_workers, gate=leading)
     writer.background = cache.enqueue_status
@@ -356,6 +358,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                                            handler=_feed(cache, spec.kind, groups))
                                  for spec in RESOURCES])
     reflectors.start(stop)
+    if groups is not None:
+        groups.start(stop)
     _ensure_default_queue(writer, args.default_queue, stop)
     timeout = args.resource_sync_timeout or None
     if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
@@ -380,8 +384,6 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         while not stop.is_set():
             health.synced = reflectors.has_synced
             try:
-                if groups is not None:
-                    groups.sync()
                 stats = scheduler.run_once()
                 cache.flush()
                 log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
@@ -414,3 +416,5 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                         count=cache.binds.discarded)
         reflectors.interrupt()
         reflectors.join(timeout=5.0)
+        if groups is not None:
+            groups.join(timeout=1.0)

@@ -1,0 +1,147 @@
+"""Plain pods (no PodGroup) are scheduled at once; their PodGroups are written off the loop.
+
+Volcano's controller creates ``podgroup-<uid>`` for such pods; ``lahar run`` does the same from
+background threads while the cache schedules the pod under the PodGroup it implies, so a slow
+or failing API server delays those writes and never a decision.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kube_helpers import RunningScheduler, make_node, make_pod, wait_until
+
+from scheduler.api.implied import implied_podgroup
+from scheduler.cache.cache import SchedulerCache
+from scheduler.cluster.kube.client import KubeClient
+from scheduler.cluster.kube.podgroups import PodGroupController
+from scheduler.cluster.kube.retry import RetryPolicy
+from tests.apiserver import ApiServerDouble
+
+PODGROUPS = "scheduling.volcano.sh/v1beta1/podgroups"
+FAST = ("--leader-elect=false", "--schedule-period=50ms")
+
+
+def plain(name: str, *, cpu: str = "1") -> dict[str, Any]:
+    pod = make_pod(name, namespace="team", group="")
+    pod["metadata"]["annotations"].pop("scheduling.k8s.io/group-name", None)
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    return pod
+
+
+def node_of(apiserver: ApiServerDouble, name: str) -> str:
+    return str(((apiserver.get("v1/pods", f"team/{name}") or {}).get("spec") or {})
+               .get("nodeName") or "")
+
+
+@pytest.fixture
+def runs() -> Iterator[list[RunningScheduler]]:
+    started: list[RunningScheduler] = []
+    yield started
+    for run in started:
+        run.stopped.set()
+
+
+def test_a_plain_pod_binds_while_its_podgroup_cannot_be_written(
+        apiserver: ApiServerDouble, runs: list[RunningScheduler]) -> None:
+    """Every PodGroup create fails for a while: the pods bind anyway, and once the server
+    takes writes again each gets its PodGroup, the annotation, and a Running status."""
+    apiserver.create("v1/nodes", make_node("n1", cpu="8"))
+    apiserver.fail("POST", "podgroups", 503, times=10_000)
+    for i in range(3):
+        apiserver.create("v1/pods", plain(f"p{i}"))
+    runs.append(RunningScheduler("--master", apiserver.url, *FAST))
+    wait_until(lambda: all(node_of(apiserver, f"p{i}") == "n1" for i in range(3)),
+               timeout=8.0, message="plain pods bound before any PodGroup exists")
+    with apiserver.cond:
+        assert not apiserver.objects.get(PODGROUPS)
+    with apiserver.cond:
+        apiserver.faults.clear()
+    for i in range(3):
+        pod = apiserver.get("v1/pods", f"team/p{i}") or {}
+        name = f"podgroup-{pod['metadata']['uid']}"
+        wait_until(lambda name=name: apiserver.get(PODGROUPS, f"team/{name}") is not None,
+                   timeout=10.0, message=f"PodGroup {name} created once writes succeed")
+        wait_until(lambda i=i, name=name: ((apiserver.get("v1/pods", f"team/p{i}") or {})
+                                           ["metadata"].get("annotations") or {})
+                   .get("scheduling.k8s.io/group-name") == name,
+                   timeout=10.0, message="the pod annotated with its PodGroup")
+        wait_until(lambda name=name: ((apiserver.get(PODGROUPS, f"team/{name}") or {})
+                                      .get("status") or {}).get("phase") == "Running",
+                   timeout=10.0, message="the real PodGroup's status written")
+    assert runs[0].stop() == 0
+
+
+def test_the_controller_writes_from_its_own_threads(apiserver: ApiServerDouble,
+                                                     client: KubeClient,
+                                                     stop: threading.Event) -> None:
+    pod = apiserver.create("v1/pods", plain("p"))
+    groups = PodGroupController(client, ["volcano"], retry=RetryPolicy(attempts=1),
+                                retry_after=0.05)
+    groups.start(stop)
+    apiserver.fail("POST", "podgroups", 503, times=2)  # the first tries fail, later ones not
+    groups.observe("ADDED", pod)
+    name = implied_podgroup(pod)["metadata"]["name"]
+    wait_until(lambda: apiserver.get(PODGROUPS, f"team/{name}") is not None, timeout=5.0,
+               message="created after two failures, with nobody calling sync()")
+    wait_until(lambda: groups.pending == 0, timeout=5.0, message="served")
+    stop.set()
+    groups.join(timeout=2.0)
+
+
+class _Writes:
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def _cache() -> SchedulerCache:
+    cache = SchedulerCache(writer=_Writes(), clock=time.time, implied_groups=True)
+    cache.apply("ADDED", "Queue", {"apiVersion": "scheduling.volcano.sh/v1beta1",
+                                   "kind": "Queue", "metadata": {"name": "default"},
+                                   "spec": {"weight": 1}})
+    return cache
+
+
+def test_the_cache_holds_the_implied_podgroup_until_the_real_one_comes() -> None:
+    cache = _cache()
+    pod = plain("p")
+    pod["metadata"]["uid"] = "u-1"
+    cache.apply("ADDED", "Pod", pod)
+    snapshot = cache.snapshot()
+    job = next(iter(snapshot.jobs.values()))
+    assert job.name == "podgroup-u-1" and len(job.tasks) == 1
+    assert job.podgroup.min_resources is not None
+    assert job.podgroup.min_resources.milli_cpu == 1000
+    assert job.uid in cache.implied
+    document = implied_podgroup(pod)
+    document["metadata"]["uid"] = "pg-uid"
+    cache.apply("ADDED", "PodGroup", document)
+    assert job.uid not in cache.implied
+    assert cache.podgroups[job.uid].uid == "pg-uid"
+
+
+def test_an_implied_podgroup_goes_with_its_last_pod() -> None:
+    cache = _cache()
+    first, second = plain("a"), plain("b")
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1",
+             "controller": True}
+    for i, pod in enumerate((first, second)):
+        pod["metadata"]["uid"] = f"u-{i}"
+        pod["metadata"]["ownerReferences"] = [owner]
+        cache.apply("ADDED", "Pod", pod)
+    assert list(cache.snapshot().jobs) == ["team/podgroup-rs-1"]
+    cache.apply("DELETED", "Pod", first)
+    assert "team/podgroup-rs-1" in cache.podgroups
+    cache.apply("DELETED", "Pod", second)
+    assert "team/podgroup-rs-1" not in cache.podgroups
+    assert cache.snapshot().jobs == {}
+
+
+def test_without_the_controller_a_plain_pod_waits_for_a_podgroup() -> None:
+    cache = SchedulerCache(writer=_Writes(), clock=time.time)
+    cache.apply("ADDED", "Pod", plain("p"))
+    assert cache.snapshot().jobs == {}
