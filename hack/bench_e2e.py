@@ -256,6 +256,14 @@ def api_server(kubeconfig: str) -> Iterator[str]:
 def watch_binds(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
                 timeout: float) -> list[float]:
     """Seconds since ``started`` at which each of ``pods`` was seen bound, in order."""
+    return sorted(bound_at(cluster, namespace=namespace, pods=pods, started=started,
+                           timeout=timeout).values())
+
+
+def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
+             timeout: float) -> dict[str, float]:
+    """Seconds since ``started`` (a ``time.perf_counter`` value) at which each of ``pods``
+    was seen bound, by name."""
     listing = undecoded(cluster.core.list_namespaced_pod, namespace)
     bound_at: dict[str, float] = {}
     for pod in listing.get("items") or []:
@@ -277,7 +285,7 @@ def watch_binds(cluster: Cluster, *, namespace: str, pods: set[str], started: fl
                     break
             if time.monotonic() > deadline:
                 break
-    return sorted(bound_at.values())
+    return bound_at
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Plain pods through ``lahar run`` and through kube-scheduler, side by side on one API server.
+
+    python hack/bench_peer.py --kubeconfig K --peer kube-scheduler PATH
+                              [--nodes 200] [--pods 2000] [--order lahar,kube-scheduler]
+                              [--arrival-rate 200 --arrival-seconds 30]
+
+The fake Nodes are created once (labelled and tainted for this run only). Then, for each
+scheduler in ``--order``: a fresh namespace, ``--pods`` plain pods in it (no PodGroup, as a
+Deployment or a Job makes them) naming that scheduler, the scheduler started, and a watch
+timing each bind. ``*_first_bind_s`` and ``*_all_bound_s`` count from the process start;
+``*_pods_per_second`` = pods / (last bind − first bind). ``lahar_sync_s`` is when ``lahar run``
+logged that its caches had synced and the loop began; ``lahar_first_bind_after_sync_s`` the
+first bind after that. kube-scheduler runs with client QPS and burst 5,000 so that the API
+server, not its client's rate limit, is the bound. With ``--arrival-rate``, a second phase per
+scheduler: pods created at that steady rate for ``--arrival-seconds`` while it runs, and the
+p50/p99 of create → bound (``*_arrival_p50_s``, ``*_arrival_p99_s``).
+
+Prints one JSON object with those keys, ``all_bound_ratio`` and ``pods_per_second_ratio``
+(lahar / kube-scheduler), Lahar's peak RSS, the CPU model and the order of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_e2e import (  # noqa: E402
+    ROOT,
+    RUN_LABEL,
+    Cluster,
+    api_server,
+    bound_at,
+    in_parallel,
+    raw_bind_rate,
+    undecoded,
+    watch_binds,
+)
+
+SCHEDULERS = ("lahar", "kube-scheduler")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kubeconfig", default="",
+                        help="API server to use (default: start the in-repo double)")
+    parser.add_argument("--peer", nargs=2, metavar=("NAME", "PATH"),
+                        help="the peer to compare with: kube-scheduler and its binary")
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--order", default="lahar,kube-scheduler",
+                        help="which scheduler runs first (comma-separated)")
+    parser.add_argument("--schedule-period", default="1s", help="lahar run's period")
+    parser.add_argument("--arrival-rate", type=float, default=0.0,
+                        help="pods per second created while the scheduler runs (0: no phase)")
+    parser.add_argument("--arrival-seconds", type=float, default=30.0)
+    parser.add_argument("--warmup-binds", type=int, default=200)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    order = [name.strip() for name in args.order.split(",") if name.strip()]
+    if any(name not in SCHEDULERS for name in order):
+        parser.error(f"--order names {order}; known: {', '.join(SCHEDULERS)}")
+    if "kube-scheduler" in order and (args.peer is None or args.peer[0] != "kube-scheduler"):
+        parser.error("kube-scheduler in --order needs --peer kube-scheduler PATH")
+    args.order = order
+    return args
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def plain_pod(cluster: Cluster, namespace: str, name: str, scheduler: str, run_id: str) -> None:
+    cluster.create_pod(namespace, name, scheduler=scheduler, group="", run_id=run_id)
+
+
+def start_lahar(kubeconfig: str, scheduler: str, run_id: str, period: str,
+                log: int) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "scheduler", "run", "--kubeconfig", kubeconfig,
+            "--scheduler-name", scheduler, "--schedule-period", period,
+            "--leader-elect=false", "--node-selector", f"{RUN_LABEL}:{run_id}",
+            "--listen-address=127.0.0.1:0", "--healthz-address=127.0.0.1:0", "--log-format=json"]
+    return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def start_kube_scheduler(binary: str, kubeconfig: str, scheduler: str, workdir: Path,
+                         log: int) -> subprocess.Popen[bytes]:
+    config = workdir / f"{scheduler}.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        f"clientConnection: {{kubeconfig: {kubeconfig}, qps: 5000, burst: 5000}}\n"
+        "leaderElection: {leaderElect: false}\n"
+        f"profiles:\n- schedulerName: {scheduler}\n")
+    return subprocess.Popen([binary, "--config", str(config), "--secure-port", "0"],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+
+def lahar_sync_seconds(log_path: str, started_wall: float) -> float | None:
+    """When ``lahar run`` logged its loop's start (caches synced), from the process start."""
+    try:
+        lines = Path(log_path).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("event") == "scheduling" and entry.get("timestamp"):
+            stamp = datetime.datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+            return stamp.timestamp() - started_wall
+    return None
+
+
+def arrivals(cluster: Cluster, namespace: str, scheduler: str, run_id: str, *, rate: float,
+             seconds: float, timeout: float) -> list[float]:
+    """Create pods at ``rate`` for ``seconds``; each one's create → bound latency, sorted."""
+    names = [f"arrive-{i:06d}" for i in range(int(rate * seconds))]
+    created: dict[str, float] = {}
+    seen: dict[str, float] = {}
+
+    def watcher() -> None:
+        seen.update(bound_at(cluster, namespace=namespace, pods=set(names), started=0.0,
+                             timeout=timeout))
+
+    thread = threading.Thread(target=watcher, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # the watch is open before the first pod
+    start = time.perf_counter()
+    batch: list[Callable[[], None]] = []
+    for i, name in enumerate(names):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        created[name] = time.perf_counter()
+        batch.append(lambda n=name: plain_pod(cluster, namespace, n, scheduler, run_id))
+        if len(batch) >= max(1, int(rate / 20)):
+            in_parallel(4, batch)
+            batch = []
+    if batch:
+        in_parallel(4, batch)
+    thread.join(timeout)
+    return sorted(max(seen[n] - created[n], 0.0) for n in names if n in seen)
+
+
+def percentile(values: list[float], share: float) -> float | None:
+    if not values:
+        return None
+    return round(statistics.quantiles(values, n=100, method="inclusive")[int(share) - 1]
+                 if len(values) > 1 else values[0], 3)
+
+
+def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubeconfig: str,
+                  run_id: str, workdir: Path) -> dict[str, Any]:
+    namespace = f"lahar-peer-{run_id}-{name}"
+    scheduler = f"{name}-{run_id}"
+    undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": namespace}})
+    pods = [f"p-{i:06d}" for i in range(args.pods)]
+    in_parallel(8, [lambda p=p: plain_pod(cluster, namespace, p, scheduler, run_id)
+                    for p in pods])
+    log_path = str(workdir / f"{name}.log")
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    started_wall = time.time()
+    started = time.perf_counter()
+    if name == "lahar":
+        process = start_lahar(kubeconfig, scheduler, run_id, args.schedule_period, log)
+    else:
+        process = start_kube_scheduler(args.peer[1], kubeconfig, scheduler, workdir, log)
+    os.close(log)
+    result: dict[str, Any] = {}
+    key = name.replace("-", "_")
+    try:
+        times = watch_binds(cluster, namespace=namespace, pods=set(pods), started=started,
+                            timeout=args.timeout)
+        if len(times) < len(pods):
+            raise SystemExit(f"{name}: only {len(times)} of {len(pods)} pods bound in "
+                             f"{args.timeout:.0f}s; log: {log_path}")
+        span = times[-1] - times[0]
+        result[f"{key}_first_bind_s"] = round(times[0], 3)
+        result[f"{key}_all_bound_s"] = round(times[-1], 3)
+        result[f"{key}_pods_per_second"] = round(len(times) / span, 1) if span > 0 else None
+        if args.arrival_rate > 0:
+            latencies = arrivals(cluster, namespace, scheduler, run_id, rate=args.arrival_rate,
+                                 seconds=args.arrival_seconds, timeout=args.timeout)
+            result[f"{key}_arrival_p50_s"] = percentile(latencies, 50)
+            result[f"{key}_arrival_p99_s"] = percentile(latencies, 99)
+            result[f"{key}_arrival_bound"] = len(latencies)
+        if name == "lahar":
+            result["lahar_peak_rss_mb"] = peak_rss_mb(process.pid)
+            sync = lahar_sync_seconds(log_path, started_wall)
+            result["lahar_sync_s"] = None if sync is None else round(sync, 3)
+            if sync is not None:
+                result["lahar_first_bind_after_sync_s"] = round(times[0] - sync, 3)
+    finally:
+        process.terminate()
+        process.wait(30)
+        cluster.remove(namespace, [])
+    return result
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    run_id = uuid.uuid4().hex[:6]
+    nodes = [f"lahar-peer-{run_id}-{i:05d}" for i in range(args.nodes)]
+    result: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods, "order": args.order,
+                              "cpu": cpu_model(), "schedule_period": args.schedule_period}
+    with api_server(args.kubeconfig) as kubeconfig, \
+            tempfile.TemporaryDirectory(prefix="lahar-peer-") as work:
+        cluster = Cluster(kubeconfig)
+        cluster.ensure_crds()
+        warm = f"lahar-peer-{run_id}-warmup"
+        undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
+                                                  "metadata": {"name": warm}})
+        try:
+            in_parallel(8, [lambda n=n: cluster.create_node(n, run_id) for n in nodes])
+            if args.warmup_binds > 0:
+                raw_bind_rate(cluster, namespace=warm, nodes=nodes, count=args.warmup_binds,
+                              threads=8, run_id=run_id, tag="w")
+            cluster.remove(warm, [])
+            for name in args.order:
+                result.update(one_scheduler(name, args, cluster, kubeconfig, run_id,
+                                            Path(work)))
+        finally:
+            cluster.remove(warm, nodes)
+    lahar, peer = result.get("lahar_all_bound_s"), result.get("kube_scheduler_all_bound_s")
+    if lahar and peer:
+        result["all_bound_ratio"] = round(lahar / peer, 3)
+    lahar, peer = (result.get("lahar_pods_per_second"),
+                   result.get("kube_scheduler_pods_per_second"))
+    if lahar and peer:
+        result["pods_per_second_ratio"] = round(lahar / peer, 3)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    print(json.dumps(run(parse_args(argv))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
