@@ -714,3 +714,89 @@ def test_admission_policy_expressions(policy: str, obj: dict[str, Any], allowed:
         message = str(evaluate(validation["messageExpression"]))
         field = "spec.parent" if "queue" in policy else "spec.minMember"
         assert message.startswith(f"{field}: ")
+
+
+# -- lahar node-agent (conf/deploy/node-agent/) -----------------------------------------------
+
+NODE_AGENT = DEPLOY / "node-agent"
+# What scheduler/cluster/kube/nodeaccess.py issues, and nothing else.
+NODE_AGENT_NEEDS = {
+    ("", "nodes", "get"), ("", "nodes", "patch"), ("", "nodes/status", "patch"),
+    ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+    ("scheduling.koordinator.sh", "devices", "get"),
+    ("scheduling.koordinator.sh", "devices", "create"),
+    ("scheduling.koordinator.sh", "devices", "update"),
+    ("scheduling.koordinator.sh", "devices", "patch"),
+}
+
+
+def _agent_objects() -> list[dict[str, Any]]:
+    return [doc for path in sorted(NODE_AGENT.glob("*.yaml")) for doc in _documents(path)]
+
+
+def _agent_one(kind: str) -> dict[str, Any]:
+    (found,) = [o for o in _agent_objects() if o["kind"] == kind]
+    return found
+
+
+def test_node_agent_daemonset_mounts_what_a_device_plugin_needs() -> None:
+    daemonset = _agent_one("DaemonSet")
+    assert daemonset["metadata"]["namespace"] == "lahar-system"
+    pod = daemonset["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["serviceAccountName"] == _agent_one("ServiceAccount")["metadata"]["name"]
+    assert container["image"] == _container()["image"]
+    host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert host["device-plugins"] == "/var/lib/kubelet/device-plugins"
+    assert host["dev"] == "/dev" and mounts["dev"]["readOnly"] is True
+    assert not mounts["device-plugins"].get("readOnly")
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    security = container["securityContext"]
+    assert security["privileged"] is False and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert security["readOnlyRootFilesystem"] is True
+    conf = next(v for v in pod["volumes"] if v["name"] == "conf")
+    assert conf["configMap"]["name"] == _one("ConfigMap")["metadata"]["name"]
+
+
+def test_node_agent_args_are_accepted_by_lahar_node_agent() -> None:
+    (container,) = _agent_one("DaemonSet")["spec"]["template"]["spec"]["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "node-agent"
+    mounted = {m["mountPath"].rstrip("/") for m in container["volumeMounts"]}
+    assert args.kubelet_dir.rstrip("/") in mounted
+    assert Path(args.scheduler_conf).parent.as_posix() in mounted
+    assert args.sysfs in mounted
+
+
+def test_node_agent_rbac_is_exactly_what_the_agent_calls() -> None:
+    role = _agent_one("ClusterRole")
+    assert _grants(role["rules"]) == NODE_AGENT_NEEDS
+    binding = _agent_one("ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    (subject,) = binding["subjects"]
+    assert (subject["name"], subject["namespace"]) == ("lahar-node-agent", "lahar-system")
+
+
+def test_every_node_agent_call_is_granted() -> None:
+    from scheduler.cluster.kube.nodeaccess import KubeNodeAccess
+
+    node = {"metadata": {"name": "n1", "resourceVersion": "7", "annotations": {"hamivgpu": "x"}}}
+    client = _RecordingClient({"/api/v1/nodes/n1": node, "/api/v1/pods": {"items": []}})
+    access = KubeNodeAccess(client)  # type: ignore[arg-type]
+    current = access.get_node("n1")
+    current["metadata"]["annotations"] = {}
+    access.replace_node(current)
+    access.patch_node("n1", {"metadata": {"labels": {"a": "b"}}})
+    access.patch_node_status("n1", {"status": {"capacity": {"x": "1"}}})
+    access.list_pods_on_node("n1")
+    access.patch_pod_annotations("ns", "p", {"a": None})
+    assert access.get_device("n1") is None
+    access.create_device({"metadata": {"name": "n1"}})
+    access.replace_device({"metadata": {"name": "n1"}})
+    used = {_verb_of(method, path, query)[:3] for method, path, query in client.calls}
+    assert used <= NODE_AGENT_NEEDS, used - NODE_AGENT_NEEDS
+    pod_lists = [query for method, path, query in client.calls if path == "/api/v1/pods"]
+    assert pod_lists and all(q["fieldSelector"] == "spec.nodeName=n1" for q in pod_lists)

@@ -52,8 +52,12 @@ class _Registration(api_grpc.RegistrationServicer):
 
 
 class FakeKubelet:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str,
+                 on_devices: Callable[[str, int], None] | None = None) -> None:
         self.directory = directory
+        self.on_devices = on_devices
+        """Called with (resource, healthy count) after each ListAndWatch answer: what kubelet
+        writes into the Node's capacity and allocatable."""
         self.plugins: dict[str, Plugin] = {}
         self.registrations: list[tuple[str, str, float]] = []
         self._lock = threading.Condition()
@@ -109,6 +113,9 @@ class FakeKubelet:
         try:
             plugin.stream = plugin.stub.ListAndWatch(api.Empty())
             for response in plugin.stream:
+                healthy = sum(d.health == "Healthy" for d in response.devices)
+                if self.on_devices is not None:
+                    self.on_devices(plugin.resource, healthy)
                 with self._lock:
                     plugin.devices = {d.ID: d.health for d in response.devices}
                     plugin.updates += 1
