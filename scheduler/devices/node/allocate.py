@@ -390,10 +390,12 @@ class Allocator:
     def _vgpu(self, count: int) -> ContainerAnswer:
         names = self.config.devices.names
         inventory = self.inventory()
-        try:
-            node = self.access.get_node(self.node_name)
-        except Exception:
-            node = None
+        node = None
+        if names.lock_with_owner:  # HAMi serves the pod the lock names first
+            try:
+                node = self.access.get_node(self.node_name)
+            except Exception:
+                node = None
         candidates = self._vgpu_candidates(self.access.list_pods_on_node(self.node_name), node)
         if not candidates:
             raise self._vgpu_fail(None, f"node {self.node_name}: no pending pod is in bind phase "
@@ -415,15 +417,16 @@ class Allocator:
         spec = spec_containers[position] if position < len(spec_containers) else {}
         answer = self._vgpu_answer(pod, spec, devices)
         rest = [list(c) if i != position else [] for i, c in enumerate(containers)]
-        problem = self._patch(pod, {names.to_allocate: encode_pod_devices(
-            rest, terminated=names.profile == "hami")})
+        patch: dict[str, str | None] = {
+            names.to_allocate: encode_pod_devices(rest, terminated=names.profile == "hami")}
+        done = not any(rest)  # PodAllocationTrySuccess: nothing left to hand out
+        if done:
+            patch[names.bind_phase] = SUCCESS  # one write with the erase
+        problem = self._patch(pod, patch)
         if problem:
             raise self._vgpu_fail(pod, problem)
-        if not any(rest):  # PodAllocationTrySuccess: nothing left to hand out
-            problem = self._patch(pod, {names.bind_phase: SUCCESS})
+        if done:
             self._release(names.lock, owner=_key(pod) if names.lock_with_owner else None)
-            if problem:
-                raise AllocationError(problem)
         return answer
 
     def _vgpu_answer(self, pod: Mapping[str, Any], container: Mapping[str, Any],
