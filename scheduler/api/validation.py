@@ -109,8 +109,7 @@ def validate_object(kind: str, obj: Mapping[str, Any]) -> None:
         namespace_problem = dns1123_label_problem(namespace)
         if namespace_problem is not None:
             raise err("metadata.namespace", f"Invalid value {namespace!r}: {namespace_problem}")
-    for path, expected in _SHAPES.get(kind, _COMMON_SHAPES):
-        _check_shape(obj, path, expected, "", err)
+    _check_shapes(obj, _SHAPES.get(kind, _COMMON_SHAPES), "", err)
     check = _BY_KIND.get(kind)
     if check is not None:
         check(obj, err)
@@ -165,34 +164,58 @@ unmarshal string into Go struct field Pod.status of type v1.PodStatus``), for th
 parsers and the embedded cluster read. A null is an absent field."""
 
 
-def _steps(text: str) -> tuple[str, ...]:
-    return tuple(text.replace("[*]", ".*").split("."))
+class _Shape:
+    """A field's expected type (None: any) and the shapes of the fields under it (``*``: each
+    item of a list), so one walk of an object checks every path that shares a prefix."""
+
+    __slots__ = ("children", "expected")
+
+    def __init__(self) -> None:
+        self.expected: type | None = None
+        self.children: dict[str, _Shape] = {}
 
 
-_SHAPES = {
-    kind: tuple((_steps(path), expected) for path, expected in shapes.items())
-    for kind, shapes in _SHAPE_TEXT.items()
-}
-_COMMON_SHAPES = tuple((_steps(path), expected) for path, expected in _COMMON.items())
+def _tree(shapes: Mapping[str, type]) -> dict[str, _Shape]:
+    root: dict[str, _Shape] = {}
+    for path, expected in shapes.items():
+        children = root
+        steps = path.replace("[*]", ".*").split(".")
+        for step in steps[:-1]:
+            children = children.setdefault(step, _Shape()).children
+        children.setdefault(steps[-1], _Shape()).expected = expected
+    return root
+
+
+_SHAPES = {kind: _tree(shapes) for kind, shapes in _SHAPE_TEXT.items()}
+_COMMON_SHAPES = _tree(_COMMON)
 _NAMES = {dict: "an object (a map)", list: "a list", int: "an integer", str: "a string"}
 
 
-def _check_shape(value: Any, path: tuple[str, ...], expected: type, where: str,
-                 err: _Err) -> None:
-    if not path:
-        if value is None:
-            return
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise err(where, f"must be {_NAMES[expected]}, got {value!r}")
-        return
-    head, rest = path[0], path[1:]
-    if head == "*":
-        if isinstance(value, list):
+def _check_shapes(value: Any, children: Mapping[str, _Shape], where: str, err: _Err) -> None:
+    if type(value) is list:
+        every = children.get("*")
+        if every is not None:
             for i, item in enumerate(value):
-                _check_shape(item, rest, expected, f"{where}[{i}]", err)
+                _check_shape(item, every, f"{where}[{i}]", err)
         return
-    if isinstance(value, Mapping) and head in value:
-        _check_shape(value[head], rest, expected, f"{where}.{head}" if where else head, err)
+    if type(value) is not dict and not isinstance(value, Mapping):
+        return
+    for key, shape in children.items():
+        if key in value:
+            _check_shape(value[key], shape, f"{where}.{key}" if where else key, err)
+
+
+def _check_shape(value: Any, shape: _Shape, where: str, err: _Err) -> None:
+    if value is None:
+        return
+    expected = shape.expected
+    if expected is not None and type(value) is not expected and (
+        not isinstance(value, Mapping if expected is dict else expected)
+        or (expected is int and isinstance(value, bool))
+    ):
+        raise err(where, f"must be {_NAMES[expected]}, got {value!r}")
+    if shape.children:
+        _check_shapes(value, shape.children, where, err)
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
