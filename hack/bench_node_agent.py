@@ -108,7 +108,7 @@ def main() -> int:
             raw(kube.core.patch_namespaced_pod_status, name, namespace,
                 {"status": {"phase": "Running"}})
         latencies.sort()
-        p99 = latencies[min(len(latencies) - 1, int(round(0.99 * len(latencies))) - 1)]
+        p99 = latencies[min(len(latencies) - 1, round(0.99 * len(latencies)) - 1)]
         print(json.dumps({
             "allocate_p50_ms": round(statistics.median(latencies), 2),
             "allocate_p99_ms": round(p99, 2),
