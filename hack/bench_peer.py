@@ -71,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--arrival-seconds", type=float, default=30.0)
     parser.add_argument("--warmup-binds", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--logs", default="",
+                        help="keep each scheduler's log in this folder (default: discarded)")
     args = parser.parse_args(argv)
     order = [name.strip() for name in args.order.split(",") if name.strip()]
     if any(name not in SCHEDULERS for name in order):
@@ -249,9 +251,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raw_bind_rate(cluster, namespace=warm, nodes=nodes, count=args.warmup_binds,
                               threads=8, run_id=run_id, tag="w")
             cluster.remove(warm, [])
+            logs = Path(args.logs or work)
+            logs.mkdir(parents=True, exist_ok=True)
             for name in args.order:
-                result.update(one_scheduler(name, args, cluster, kubeconfig, run_id,
-                                            Path(work)))
+                result.update(one_scheduler(name, args, cluster, kubeconfig, run_id, logs))
         finally:
             cluster.remove(warm, nodes)
     lahar, peer = result.get("lahar_all_bound_s"), result.get("kube_scheduler_all_bound_s")

@@ -293,7 +293,8 @@ def add_inspect_arguments(sub: Any) -> None:
     gpus.add_argument("files", nargs="*", metavar="FILE",
                       help="YAML/JSON manifests or v1 Lists (e.g. lahar simulate -o yaml)")
     gpus.add_argument("--kubeconfig", help="read Nodes and Pods from this cluster instead")
-    gpus.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    gpus.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                      help="a table per node and card, or the report as JSON (default: table)")
     gpus.set_defaults(func=_inspect_gpushare)
 
 

@@ -174,7 +174,9 @@ def add_inspect_devices(sub: Any) -> None:
     parser.add_argument("files", nargs="*", metavar="FILE",
                         help="YAML/JSON manifests or v1 Lists (e.g. lahar simulate -o yaml)")
     parser.add_argument("--kubeconfig", help="read Devices and Pods from this cluster instead")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                        help="a table per device and minor, or the report as JSON "
+                             "(default: table)")
     parser.set_defaults(func=_inspect_devices)
 
 
