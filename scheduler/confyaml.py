@@ -12,6 +12,7 @@ command reports it the same way instead of a decoder's traceback.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import yaml
 from yaml.constructor import SafeConstructor
 
-__all__ = ["RepeatedKey", "UnreadableFile", "load_conf_yaml", "read_text"]
+__all__ = ["STDIN", "RepeatedKey", "UnreadableFile", "load_conf_yaml", "read_text", "source_name"]
 
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -70,12 +71,23 @@ class UnreadableFile(ValueError):
 _UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
 
 
+STDIN = "-"
+"""The path that names standard input, as ``kubectl apply -f -`` reads it."""
+
+
+def source_name(path: str | Path) -> str:
+    """How messages name ``path``: ``<stdin>`` for :data:`STDIN`."""
+    return "<stdin>" if str(path) == STDIN else str(path)
+
+
 def read_text(path: str | Path) -> str:
-    """The text of the file at ``path``, decoded as UTF-8; raises :class:`UnreadableFile`."""
+    """The text of the file at ``path`` (standard input for ``-``), decoded as UTF-8; raises
+    :class:`UnreadableFile`."""
     try:
-        data = Path(path).read_bytes()
+        data = sys.stdin.buffer.read() if str(path) == STDIN else Path(path).read_bytes()
     except OSError as exc:
-        raise UnreadableFile(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise UnreadableFile(f"{source_name(path)}: cannot read: {exc.strerror or exc}") from None
+    path = source_name(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

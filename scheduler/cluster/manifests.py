@@ -31,7 +31,7 @@ from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
 from scheduler.api.validation import validate_object
 from scheduler.cluster.yamlload import load_all_marked
-from scheduler.confyaml import UnreadableFile, read_text
+from scheduler.confyaml import UnreadableFile, read_text, source_name
 
 __all__ = [
     "BUILT_IN_PRIORITY_CLASSES",
@@ -198,10 +198,11 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
             text = read_text(path)
         except UnreadableFile as exc:
             raise ManifestError(str(exc)) from None
-        documents = parse_documents(text, source=str(path))
+        name = source_name(path)
+        documents = parse_documents(text, source=name)
         if not documents:
-            empty.append(str(path))
-            warnings.append(f"{path}: no objects in the file")
+            empty.append(name)
+            warnings.append(f"{name}: no objects in the file")
         for manifest in documents:
             if manifest.kind not in KINDS:
                 name = (manifest.obj.get("metadata") or {}).get("name", "")

@@ -74,6 +74,11 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000,
+                            "system-node-critical": 2000001000}
+"""The classes every API server has (with these values) whether or not a manifest gives them."""
+
+
 @dataclass(slots=True)
 class SimCluster:
     clock: SimClock = field(default_factory=SimClock)
@@ -141,8 +146,11 @@ class SimCluster:
                 chosen = classes.get(class_name) if class_name else global_default
                 if chosen is not None:
                     spec["priority"] = chosen.get("value", 0)
+                elif class_name in BUILTIN_PRIORITY_CLASSES:
+                    spec["priority"] = BUILTIN_PRIORITY_CLASSES[class_name]
             meta = pod["metadata"]
-            annotations = meta.setdefault("annotations", {})
+            annotations = meta.get("annotations") or {}  # ``annotations: null`` is valid
+            meta["annotations"] = annotations
             if spec.get("schedulerName") not in self.scheduler_names or spec.get("nodeName"):
                 continue
             if GROUP_NAME_ANNOTATION in annotations:

@@ -132,6 +132,8 @@ def _amounts(row: DeviceRow) -> str:
 
 
 def render_devices_table(report: DevicesReport) -> str:
+    if not report.rows:
+        return "No fine-grained devices found (no Koordinator Device object lists any).\n"
     rows = [["NODE", "DEVICE", "NUMA", "PCIE", "USED/TOTAL", "VFS", "PODS"]]
     for row in report.rows:
         state = "" if row.healthy else (" (gone)" if not row.present else " (unhealthy)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import signal
 import subprocess
@@ -184,3 +185,39 @@ def test_huge_quantities_are_quantities_not_float_noise() -> None:
     run = simulate([make_node("big", cpu="100000000000000000000000")])
     table = render_table(run.cluster.all_objects(), scheduler_names=("volcano",))
     assert "0/1e23 (0%)" in table and "4764729344" not in table
+
+
+def test_a_dash_reads_manifests_from_stdin() -> None:
+    done = subprocess.run([sys.executable, "-m", "scheduler", "simulate", "-"],
+                          input=QUICKSTART.read_text(), capture_output=True, text=True,
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "3 node(s); 7 pod(s)" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "scheduler", "simulate", "-"],
+                         input="apiVersion: v1\nkind: Node\nmetadata: {name: My Node}\n",
+                         capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: <stdin>#1: Node My Node: field metadata.name")
+
+
+def test_inspect_devices_without_devices_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "devices", str(QUICKSTART)]) == 0
+    assert capsys.readouterr().out == (
+        "No fine-grained devices found (no Koordinator Device object lists any).\n")
+
+
+def test_null_annotations_and_built_in_priority_classes(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``annotations:`` with no value is valid YAML and valid Kubernetes; the two built-in
+    PriorityClasses exist on every API server, with their values, without a manifest."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '4', memory: 8Gi, pods: '10'}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n"
+        "spec:\n  schedulerName: volcano\n  priorityClassName: system-node-critical\n"
+        "  containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n")
+    assert main(["simulate", str(path), "-o", "json"]) == 0
+    pod = next(i for i in json.loads(capsys.readouterr().out)["items"] if i["kind"] == "Pod")
+    assert pod["spec"]["nodeName"] == "n1" and pod["spec"]["priority"] == 2000001000
