@@ -145,3 +145,29 @@ def test_without_the_controller_a_plain_pod_waits_for_a_podgroup() -> None:
     cache = SchedulerCache(writer=_Writes(), clock=time.time)
     cache.apply("ADDED", "Pod", plain("p"))
     assert cache.snapshot().jobs == {}
+
+
+def test_the_controller_trickles_while_binds_are_queued(apiserver: ApiServerDouble,
+                                                         client: KubeClient,
+                                                         stop: threading.Event) -> None:
+    """Binds first: while the bind queue is busy, one pod's PodGroup per ``trickle``."""
+    binding = [True]
+    groups = PodGroupController(client, ["volcano"], yield_to=lambda: binding[0],
+                                trickle=10.0)
+    groups.start(stop)
+    pods = [apiserver.create("v1/pods", plain(f"p{i}")) for i in range(3)]
+    for pod in pods:
+        groups.observe("ADDED", pod)
+
+    def created() -> int:
+        with apiserver.cond:
+            return len(apiserver.objects.get(PODGROUPS) or {})
+
+    wait_until(lambda: created() == 1, timeout=5.0, message="one PodGroup while binds wait")
+    time.sleep(0.5)
+    assert created() == 1
+    binding[0] = False
+    groups._wake.set()  # the dispatcher would otherwise wait out its trickle
+    wait_until(lambda: created() == 3, timeout=5.0, message="the rest once binds are done")
+    stop.set()
+    groups.join(timeout=2.0)

@@ -56,6 +56,10 @@ class PodGroupController:
     workers: int = 8
     retry_after: float = 1.0
     """Seconds before a pod whose writes failed (after their own retries) is tried again."""
+    yield_to: Callable[[], bool] = lambda: False
+    """True while binds are queued: then one pod is served per ``trickle`` seconds, so these
+    writes take the API server's spare capacity, not the binds' (as status writes do)."""
+    trickle: float = 0.1
     _names: frozenset[str] = frozenset()
     _pending: dict[str, dict[str, Any]] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
@@ -125,16 +129,21 @@ class PodGroupController:
 
     def _dispatch(self, stop: threading.Event) -> None:
         assert self._pool is not None
+        wait = self.retry_after
         while not stop.is_set():
-            self._wake.wait(self.retry_after)
+            self._wake.wait(wait)
             self._wake.clear()
             if stop.is_set():
                 return
             now = time.monotonic()
+            yielding = self.yield_to()
             with self._lock:
                 batch = [(key, pod) for key, pod in self._pending.items()
                          if key not in self._busy and self._not_before.get(key, 0.0) <= now]
+                if yielding:
+                    batch = batch[:1]
                 self._busy.update(key for key, _ in batch)
+            wait = self.trickle if yielding and batch else self.retry_after
             for key, pod in batch:
                 try:
                     self._pool.submit(self._work, key, pod)

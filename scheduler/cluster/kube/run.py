@@ -351,8 +351,10 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     cache.start_background(bind_workers=args.bind_workers, gate=leading)
     writer.background = cache.enqueue_status
     writer.may_bind = leading  # checked again before each retry of a bind
+    binds = cache.binds
     groups = (PodGroupController(client, args.scheduler_name,
-                                 report=lambda pod, message: _report_pod(writer, pod, message))
+                                 report=lambda pod, message: _report_pod(writer, pod, message),
+                                 yield_to=lambda: binds is not None and binds.busy())
               if args.enable_podgroup_controller else None)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind, groups))
