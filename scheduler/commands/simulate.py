@@ -13,13 +13,14 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from scheduler.cluster.kube.flags import positive_int
 from scheduler.commands.progress import Ticker
 
 if TYPE_CHECKING:
     from scheduler.cluster.simulation import SimulationResult
     from scheduler.conf import SchedulerConf
 
-__all__ = ["add_simulate_arguments", "load_conf_warning", "positive_int"]
+__all__ = ["add_simulate_arguments", "load_conf_warning"]
 
 INTERRUPTED = 130
 """Exit status after Ctrl-C, as a shell reports a command ended by SIGINT (128 + 2)."""
@@ -33,17 +34,6 @@ def load_conf_warning(path: str | None) -> SchedulerConf:
     for warning in conf.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return conf
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def totals_line(objects: list[Any], result: SimulationResult, seconds: float) -> str:

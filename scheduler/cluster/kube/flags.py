@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["add_run_arguments", "normalize", "parse_bool", "parse_duration"]
+__all__ = ["add_run_arguments", "normalize", "parse_bool", "parse_duration", "positive_int"]
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
           "h": 3600.0}
@@ -58,13 +58,14 @@ def _selector(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _workers(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid worker count {text!r}") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"worker count must be at least 1, got {value}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
@@ -116,7 +117,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     api.add_argument("--kube-api-burst", type=int, default=2000, metavar="N",
                      help="requests to the API server allowed in a burst above "
                           "--kube-api-qps (default 2000)")
-    api.add_argument("--bind-workers", type=_workers, default=16, metavar="N",
+    api.add_argument("--bind-workers", type=positive_int, default=16, metavar="N",
                      help="threads sending Bindings concurrently (default 16); binds, status "
                           "and watches together stay within --kube-api-qps/--kube-api-burst")
 
