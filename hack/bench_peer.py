@@ -46,6 +46,7 @@ from bench_e2e import (  # noqa: E402
     Cluster,
     api_server,
     bound_at,
+    cpu_seconds,
     in_parallel,
     raw_bind_rate,
     undecoded,
@@ -210,6 +211,8 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
         if len(times) < len(pods):
             raise SystemExit(f"{name}: only {len(times)} of {len(pods)} pods bound in "
                              f"{args.timeout:.0f}s; log: {log_path}")
+        cpu = cpu_seconds(process.pid)
+        result[f"{key}_cpu_s"] = None if cpu is None else round(cpu, 2)
         span = times[-1] - times[0]
         result[f"{key}_first_bind_s"] = round(times[0], 3)
         result[f"{key}_all_bound_s"] = round(times[-1], 3)

@@ -15,6 +15,7 @@ queued bind is handed to ``dropped`` instead of being sent, so no bind leaves af
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class BindPool(Generic[T]):
     _active: int = 0
     _threads: list[threading.Thread] = field(default_factory=list)
     _closed: bool = False
+    _last_done: float = float("-inf")
     sent: int = 0
     failed: int = 0
     discarded: int = 0
@@ -93,6 +95,11 @@ class BindPool(Generic[T]):
 
     def busy(self) -> bool:
         return self.backlog > 0
+
+    def recently_busy(self, within: float = 0.5) -> bool:
+        """Busy now, or a bind finished less than ``within`` seconds ago: a burst's binds come
+        commit by commit, and the queue may be empty for a moment between two of them."""
+        return self.busy() or time.monotonic() - self._last_done < within
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every queued bind was sent (or dropped); False on timeout."""
@@ -138,6 +145,7 @@ class BindPool(Generic[T]):
             finally:
                 with self._cond:
                     self._active -= 1
+                    self._last_done = time.monotonic()
                     if outcome == "sent":
                         self.sent += 1
                     elif outcome == "failed":

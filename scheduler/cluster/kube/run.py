@@ -354,7 +354,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     binds = cache.binds
     groups = (PodGroupController(client, args.scheduler_name,
                                  report=lambda pod, message: _report_pod(writer, pod, message),
-                                 yield_to=lambda: binds is not None and binds.busy())
+                                 yield_to=lambda: binds is not None and binds.recently_busy())
               if args.enable_podgroup_controller else None)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind, groups))
