@@ -64,6 +64,8 @@ class PodGroupController:
     _pending: dict[str, dict[str, Any]] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
     _done: set[str] = field(default_factory=set)
+    _served: int = 0
+    """Pods served since the last summary line (one info line per burst, not per pod)."""
     """Pods served whose annotated version the watch has not shown yet."""
     _not_before: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -165,6 +167,10 @@ class PodGroupController:
                 self._not_before.pop(key, None)
                 self._done.add(key)
                 self._pending.pop(key, None)
+                self._served += 1
+                if not self._pending and not self._busy:
+                    log.info("gave plain pods their PodGroups", pods=self._served)
+                    self._served = 0
             else:
                 self._not_before[key] = time.monotonic() + self.retry_after
                 self._wake.set()  # the dispatcher waits out retry_after before trying again
