@@ -72,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--arrival-seconds", type=float, default=30.0)
     parser.add_argument("--warmup-binds", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("extra", nargs="*", help="more `lahar run` flags (after --)")
     parser.add_argument("--logs", default="",
                         help="keep each scheduler's log in this folder (default: discarded)")
     args = parser.parse_args(argv)
@@ -109,11 +110,12 @@ def plain_pod(cluster: Cluster, namespace: str, name: str, scheduler: str, run_i
 
 
 def start_lahar(kubeconfig: str, scheduler: str, run_id: str, period: str,
-                log: int) -> subprocess.Popen[bytes]:
+                log: int, extra: list[str]) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "scheduler", "run", "--kubeconfig", kubeconfig,
             "--scheduler-name", scheduler, "--schedule-period", period,
             "--leader-elect=false", "--node-selector", f"{RUN_LABEL}:{run_id}",
-            "--listen-address=127.0.0.1:0", "--healthz-address=127.0.0.1:0", "--log-format=json"]
+            "--listen-address=127.0.0.1:0", "--healthz-address=127.0.0.1:0", "--log-format=json",
+            *extra]
     return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
@@ -199,7 +201,8 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
     started_wall = time.time()
     started = time.perf_counter()
     if name == "lahar":
-        process = start_lahar(kubeconfig, scheduler, run_id, args.schedule_period, log)
+        process = start_lahar(kubeconfig, scheduler, run_id, args.schedule_period, log,
+                              args.extra)
     else:
         process = start_kube_scheduler(args.peer[1], kubeconfig, scheduler, workdir, log)
     os.close(log)
@@ -240,7 +243,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:6]
     nodes = [f"lahar-peer-{run_id}-{i:05d}" for i in range(args.nodes)]
     result: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods, "order": args.order,
-                              "cpu": cpu_model(), "schedule_period": args.schedule_period}
+                              "cpu": cpu_model(), "schedule_period": args.schedule_period,
+                              "lahar_run_flags": args.extra}
     with api_server(args.kubeconfig) as kubeconfig, \
             tempfile.TemporaryDirectory(prefix="lahar-peer-") as work:
         cluster = Cluster(kubeconfig)

@@ -43,7 +43,7 @@ def test_defaults_match_vc_scheduler() -> None:
     assert (args.percentage_nodes_to_find, args.minimum_feasible_nodes,
             args.minimum_percentage_nodes_to_find) == (0, 100, 5)
     assert args.verbosity == 0 and args.cache_dump_dir == "/tmp"
-    assert args.bind_workers == 16  # Lahar's own flag
+    assert args.bind_workers == 32  # Lahar's own flag
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "many"])

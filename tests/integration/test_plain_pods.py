@@ -153,7 +153,7 @@ def test_the_controller_trickles_while_binds_are_queued(apiserver: ApiServerDoub
     """Binds first: while the bind queue is busy, one pod's PodGroup per ``trickle``."""
     binding = [True]
     groups = PodGroupController(client, ["volcano"], yield_to=lambda: binding[0],
-                                trickle=10.0)
+                                trickle=3.0)
     groups.start(stop)
     pods = [apiserver.create("v1/pods", plain(f"p{i}")) for i in range(3)]
     for pod in pods:
@@ -166,8 +166,7 @@ def test_the_controller_trickles_while_binds_are_queued(apiserver: ApiServerDoub
     wait_until(lambda: created() == 1, timeout=5.0, message="one PodGroup while binds wait")
     time.sleep(0.5)
     assert created() == 1
-    binding[0] = False
-    groups._wake.set()  # the dispatcher would otherwise wait out its trickle
-    wait_until(lambda: created() == 3, timeout=5.0, message="the rest once binds are done")
+    binding[0] = False  # the next look, a trickle later, finds the binds done
+    wait_until(lambda: created() == 3, timeout=10.0, message="the rest once binds are done")
     stop.set()
     groups.join(timeout=2.0)

@@ -117,8 +117,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     api.add_argument("--kube-api-burst", type=int, default=2000, metavar="N",
                      help="requests to the API server allowed in a burst above "
                           "--kube-api-qps (default 2000)")
-    api.add_argument("--bind-workers", type=positive_int, default=16, metavar="N",
-                     help="threads sending Bindings concurrently (default 16); binds, status "
+    api.add_argument("--bind-workers", type=positive_int, default=32, metavar="N",
+                     help="threads sending Bindings concurrently (default 32); binds, status "
                           "and watches together stay within --kube-api-qps/--kube-api-burst")
 
     serve = parser.add_argument_group("serving")

@@ -131,26 +131,37 @@ class PodGroupController:
 
     def _dispatch(self, stop: threading.Event) -> None:
         assert self._pool is not None
-        wait = self.retry_after
+        yielding = False
         while not stop.is_set():
-            self._wake.wait(wait)
+            if yielding:  # one pod per trickle, however many pod events arrive meanwhile
+                stop.wait(self.trickle)
+            else:
+                self._wake.wait(self.retry_after)
             self._wake.clear()
             if stop.is_set():
                 return
-            now = time.monotonic()
             yielding = self.yield_to()
-            with self._lock:
-                batch = [(key, pod) for key, pod in self._pending.items()
-                         if key not in self._busy and self._not_before.get(key, 0.0) <= now]
-                if yielding:
-                    batch = batch[:1]
-                self._busy.update(key for key, _ in batch)
-            wait = self.trickle if yielding and batch else self.retry_after
+            batch = self._take(limit=1 if yielding else None)
             for key, pod in batch:
                 try:
                     self._pool.submit(self._work, key, pod)
                 except RuntimeError:  # the pool was shut down: stopping
                     return
+
+    def _take(self, *, limit: int | None) -> list[tuple[str, dict[str, Any]]]:
+        """Up to ``limit`` pending pods that are neither in flight nor waiting to be retried,
+        marked in flight."""
+        now = time.monotonic()
+        batch: list[tuple[str, dict[str, Any]]] = []
+        with self._lock:
+            for key, pod in self._pending.items():
+                if key in self._busy or self._not_before.get(key, 0.0) > now:
+                    continue
+                batch.append((key, pod))
+                if limit is not None and len(batch) >= limit:
+                    break
+            self._busy.update(key for key, _ in batch)
+        return batch
 
     def _work(self, key: str, pod: dict[str, Any]) -> None:
         try:
