@@ -45,8 +45,8 @@ MANIFESTS = sorted([*CRDS.glob("*.yaml"), *DEPLOY.glob("*.yaml")])
 # (apiGroup, resource, verb) the scheduler needs cluster-wide, read from the code:
 # reflector.RESOURCES (list, watch), writer.py (binds, evictions, status, events, default
 # queue, node lock), cache resync (get pod) and the podgroup controller (create PodGroup,
-# patch the pod's group annotation). The queue-status fallback that patches the
-# Queue object itself only runs when the Queue CRD has no status subresource; ours has one.
+# patch the pod's group annotation). Queue status goes through queues/status only (no
+# fallback that would patch the Queue object: the role does not grant it).
 CLUSTER_NEEDS = {
     ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
     ("", "pods/binding", "create"),

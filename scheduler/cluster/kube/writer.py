@@ -199,7 +199,10 @@ class KubeClusterWriter:
                    lambda: self._patch(path, {"status": dict(status)}, MERGE_PATCH))
 
     def update_queue_status(self, *, name: str, status: Mapping[str, Any]) -> None:
-        """Merge-patch through ``/status``; without a status subresource, patch the object."""
+        """Merge-patch through ``/status`` (the only verb the deploy RBAC grants on Queues'
+        status). A 404 there means the Queue is gone, or its CRD was installed without the
+        status subresource (``conf/crds`` has it): the error says both, and no other path is
+        tried — patching the Queue object itself would need a verb the role does not grant."""
         body = {"status": dict(status)}
         what = f"update status of queue {name}"
         try:
@@ -209,8 +212,8 @@ class KubeClusterWriter:
         except WriteError as error:
             if error.status != 404:
                 raise
-            self._call(what, lambda: self._patch(object_path(VOLCANO, "queues", name=name),
-                                                 body, MERGE_PATCH))
+            raise WriteError(f"{what}: 404: the Queue was deleted, or its CRD has no status "
+                             "subresource (install conf/crds)", status=404) from None
 
     def ensure_queue(self, name: str, *, weight: int = 1, reclaimable: bool = True) -> bool:
         """Create the Queue unless it exists; True when this call created it."""
