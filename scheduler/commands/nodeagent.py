@@ -6,7 +6,10 @@ reports the node's ``Device`` object, labels and register annotations. The famil
 scheduler conf's ``deviceshare`` switches (``--scheduler-conf``) and/or the flags below.
 Fake devices (``--fake-gpus``, ``--fake-inventory``) replace NVML on machines without GPUs.
 
-The gRPC, NVML and Kubernetes modules are imported only when the command runs.
+The gRPC, NVML and Kubernetes modules are imported only when the command runs, and the
+Kubernetes client only after the endpoints are registered with kubelet: importing it and
+building the connection take about half a second, which kubelet would otherwise wait for.
+Calls that need the API server before the connection is built wait for it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["add_node_agent_arguments", "node_agent_main"]
 
@@ -135,9 +138,6 @@ def node_agent_main(args: argparse.Namespace) -> int:
         print(f"error: lahar node-agent needs grpcio and protobuf ({exc}); "
               f"pip install 'lahar[nodeagent]'", file=sys.stderr)
         return 1
-    from scheduler.cluster.kube.client import KubeClient
-    from scheduler.cluster.kube.nodeaccess import KubeNodeAccess
-    from scheduler.conf import ConfError
     from scheduler.devices.node.agent import NodeAgent
     from scheduler.devices.node.inventory import InventoryError
     from scheduler.devices.node.resources import AgentConfig, AgentConfigError
@@ -152,7 +152,7 @@ def node_agent_main(args: argparse.Namespace) -> int:
                              prepare_host_dirs=not (args.fake_gpus or args.fake_inventory))
         config.check()
         source = _source(args, node)
-    except (ConfError, AgentConfigError, InventoryError, OSError, ValueError) as exc:
+    except (AgentConfigError, InventoryError, OSError, ValueError) as exc:  # ConfError too
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ImportError:
@@ -163,10 +163,10 @@ def node_agent_main(args: argparse.Namespace) -> int:
         print(f"error: NVML cannot start ({exc}): no NVIDIA driver or GPU; use --fake-gpus "
               f"to run without GPUs", file=sys.stderr)
         return 1
-    client = KubeClient.from_flags(kubeconfig=args.kubeconfig, master=args.master)
+    access = _DeferredAccess()
     checkpoint = args.kubelet_checkpoint or os.path.join(args.kubelet_dir,
                                                          "kubelet_internal_checkpoint")
-    agent = NodeAgent(config=config, source=source, access=KubeNodeAccess(client),
+    agent = NodeAgent(config=config, source=source, access=cast(Any, access),
                       kubelet_dir=args.kubelet_dir, checkpoint_path=checkpoint,
                       health_interval=args.health_interval, report_period=args.report_period)
     stop = threading.Event()
@@ -176,7 +176,38 @@ def node_agent_main(args: argparse.Namespace) -> int:
         agent.start()
     except OSError as exc:
         print(f"error: cannot serve in {args.kubelet_dir}: {exc}", file=sys.stderr)
+        access.connect(None)
         return 1
+    try:
+        from scheduler.cluster.kube.client import KubeClient
+        from scheduler.cluster.kube.nodeaccess import KubeNodeAccess
+
+        client = KubeClient.from_flags(kubeconfig=args.kubeconfig, master=args.master)
+    except BaseException:
+        access.connect(None)
+        agent.stop()
+        raise
+    access.connect(KubeNodeAccess(client))
     agent.wait(stop)
     client.close()
     return 0
+
+
+class _DeferredAccess:
+    """The agent's API server access once :meth:`connect` gives it; until then every call
+    waits, so the endpoints can be served and registered before the client is built."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._access: Any = None
+
+    def connect(self, access: Any) -> None:
+        """Hand over the access (None: there will be none, and waiting calls fail)."""
+        self._access = access
+        self._ready.set()
+
+    def __getattr__(self, name: str) -> Any:
+        self._ready.wait()
+        if self._access is None:
+            raise RuntimeError("no connection to the API server")
+        return getattr(self._access, name)

@@ -7,10 +7,13 @@ reads and writes its ``Device`` object. The node lock's optimistic "replace" is 
 JSON merge patch that carries the ``resourceVersion`` the caller read: the API server refuses
 it with 409 when the Node changed in between, exactly as an update would, and the patch
 names only the annotations and labels that differ, so nothing else of the Node is rewritten.
+The diff is taken against the Node as :meth:`KubeNodeAccess.get_node` last returned it at that
+``resourceVersion``, so a replace costs one round trip, not a read and a write.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -30,29 +33,51 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+def _maps(node: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The Node's resourceVersion and a copy of its metadata's annotations and labels."""
+    meta = node.get("metadata") or {}
+    return str(meta.get("resourceVersion") or ""), {
+        part: dict(meta.get(part) or {}) for part in ("annotations", "labels")}
+
+
 class KubeNodeAccess:
     def __init__(self, client: KubeClient) -> None:
         self.client = client
+        self._read: dict[str, tuple[str, dict[str, Any]]] = {}
+        """node name → (resourceVersion, annotations and labels) as last read or written"""
+        self._read_lock = threading.Lock()
 
     # -- Node ---------------------------------------------------------------------------
     def get_node(self, name: str) -> dict[str, Any]:
-        return self.client.request_json("GET", object_path("/api/v1", "nodes", name=name))
+        node = self.client.request_json("GET", object_path("/api/v1", "nodes", name=name))
+        self._remember(name, node)
+        return node
+
+    def _remember(self, name: str, node: dict[str, Any]) -> None:
+        with self._read_lock:
+            self._read[name] = _maps(node)
 
     def replace_node(self, node: dict[str, Any]) -> dict[str, Any]:
         meta = node.get("metadata") or {}
         name = str(meta.get("name"))
-        current = self.get_node(name)
-        current_meta = current.get("metadata") or {}
         version = str(meta.get("resourceVersion") or "")
-        if version and version != current_meta.get("resourceVersion"):
-            raise ApiException(status=409, reason=f"Conflict: node {name} has changed")
+        with self._read_lock:
+            seen = self._read.get(name)
+        if version and seen is not None and seen[0] == version:
+            current_meta: dict[str, Any] = {"resourceVersion": version, **seen[1]}
+        else:
+            current_meta = self.get_node(name).get("metadata") or {}
+            if version and version != current_meta.get("resourceVersion"):
+                raise ApiException(status=409, reason=f"Conflict: node {name} has changed")
         patch: dict[str, Any] = {"resourceVersion": current_meta.get("resourceVersion")}
         for part in ("annotations", "labels"):
             changed = _diff(dict(current_meta.get(part) or {}), dict(meta.get(part) or {}))
             if changed:
                 patch[part] = changed
-        return self.client.request_json("PATCH", object_path("/api/v1", "nodes", name=name),
-                                        body={"metadata": patch}, content_type=MERGE_PATCH)
+        written = self.client.request_json("PATCH", object_path("/api/v1", "nodes", name=name),
+                                           body={"metadata": patch}, content_type=MERGE_PATCH)
+        self._remember(name, written)
+        return written
 
     def patch_node(self, name: str, patch: dict[str, Any]) -> None:
         self.client.request_json("PATCH", object_path("/api/v1", "nodes", name=name),

@@ -55,8 +55,6 @@ from scheduler.devices.codec import (
     decode_pod_devices,
     encode_pod_devices,
 )
-from scheduler.devices.finegrained.ledger import AllocationError as DecodeError
-from scheduler.devices.finegrained.ledger import decode_allocation
 from scheduler.devices.finegrained.names import (
     ALLOCATED,
     DEPRECATED,
@@ -478,6 +476,10 @@ class Allocator:
 
     def _finegrained_answer(self, pod: Mapping[str, Any], container: str,
                             endpoint: Endpoint) -> ContainerAnswer:
+        # The ledger pulls in the fine-grained placement code (numpy): only this family needs it.
+        from scheduler.devices.finegrained.ledger import AllocationError as DecodeError
+        from scheduler.devices.finegrained.ledger import decode_allocation
+
         text = str(_annotations(pod).get(ALLOCATED, ""))
         try:
             allocation = decode_allocation(text)
