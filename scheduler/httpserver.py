@@ -1,4 +1,4 @@
-"""A tiny threaded HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``.
+"""A small HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``, on a bounded pool.
 
 Probes are callables so the server knows nothing about the scheduler: ``/healthz`` (alias
 ``/livez``) answers whether the process is alive and its loop not wedged, ``/readyz`` whether the
@@ -6,19 +6,33 @@ caches are synced (or the replica is a healthy standby). ``/metrics`` serves
 ``scheduler.metrics.REGISTRY``. Volcano serves metrics (``--listen-address``) and health
 (``--healthz-address``) on separate ports; one :class:`HttpServer` per address covers both,
 or a single one when the addresses are equal.
+
+Connections are served by at most :data:`WORKERS` threads; at most :data:`CONNECTIONS` are
+taken at once (the rest are closed on accept), and a connection idle for :data:`IDLE_TIMEOUT`
+seconds is closed, so idle or slow clients can neither multiply threads nor hold the probes off
+for long.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from scheduler import metrics
 
-__all__ = ["HttpServer", "parse_address"]
+__all__ = ["CONNECTIONS", "IDLE_TIMEOUT", "WORKERS", "HttpServer", "parse_address"]
+
+WORKERS = 8
+"""Threads serving connections."""
+CONNECTIONS = 64
+"""Connections taken at once (served or waiting for a thread); more are closed on accept."""
+IDLE_TIMEOUT = 2.0
+"""Seconds a connection may stay silent (between keep-alive requests, or mid-request)."""
 
 Probe = Callable[[], bool]
 _log = logging.getLogger(__name__)
@@ -47,7 +61,7 @@ class HttpServer:
         self.healthz = healthz
         self.readyz = readyz
         self.exposition = exposition
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _BoundedServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -65,8 +79,7 @@ class HttpServer:
         class Handler(_Handler):
             server_owner = owner
 
-        server = ThreadingHTTPServer(self.address, Handler)
-        server.daemon_threads = True
+        server = _BoundedServer(self.address, Handler)
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                                         daemon=True, name=f"http-{self.address[1]}")
@@ -82,9 +95,44 @@ class HttpServer:
             self._server = None
 
 
+class _BoundedServer(HTTPServer):
+    """An HTTP server whose connections are served from a fixed pool of threads."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="http-worker")
+        self._slots = threading.BoundedSemaphore(CONNECTIONS)
+        self.refused = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        try:
+            self._pool.submit(self._serve, request, client_address)
+        except RuntimeError:  # shutting down
+            self._slots.release()
+            self.shutdown_request(request)
+
+    def _serve(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_owner: HttpServer
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT  # the socket's timeout: an idle keep-alive connection is closed
 
     def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: quiet
         pass
