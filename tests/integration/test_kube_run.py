@@ -15,8 +15,16 @@ from typing import Any
 import pytest
 from kube_helpers import free_port, http_status, make_node, make_pod, wait_until
 
+from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.flags import normalize, parse_duration
-from scheduler.cluster.kube.run import ConfWatcher, add_run_arguments, run_main, write_cache_dump
+from scheduler.cluster.kube.run import (
+    ConfWatcher,
+    Health,
+    add_run_arguments,
+    check_api,
+    run_main,
+    write_cache_dump,
+)
 from tests.apiserver import ApiServerDouble
 
 
@@ -165,3 +173,31 @@ def test_run_schedules_a_pod_against_the_api_server(apiserver: ApiServerDouble) 
     assert outcome == [0]
     time.sleep(0.05)
     assert http_status(f"http://127.0.0.1:{port}/healthz") == 0  # server stopped
+
+
+def test_readyz_fails_while_the_api_server_serves_no_read() -> None:
+    """Ready needs a read served within ``unanswered_after`` seconds (an etcd outage leaves
+    the API server up but serving nothing); it comes back with the next answer."""
+    now = [100.0]
+    health = Health(leader_elect=False, connected=True, synced=True, unanswered_after=15.0,
+                    clock=lambda: now[0])
+    health.answered()
+    now[0] += 14.0
+    assert health.ready()
+    now[0] += 2.0
+    assert not health.ready()
+    health.answered()
+    assert health.ready()
+
+
+def test_check_api_counts_answers_not_timeouts_or_5xx(apiserver: ApiServerDouble) -> None:
+    kube = KubeClient.for_host(apiserver.url)
+    try:
+        health = Health(last_answer=0.0)
+        apiserver.fail("GET", "^/api/v1/nodes", 503, times=1)
+        assert not check_api(kube, health) and health.last_answer == 0.0
+        assert check_api(kube, health) and health.last_answer > 0.0
+        apiserver.fail("GET", "^/api/v1/nodes", 403, times=1)  # refused, but it answered
+        assert check_api(kube, health)
+    finally:
+        kube.close()

@@ -37,9 +37,16 @@ from scheduler.cluster.kube.writer import KubeClusterWriter
 from scheduler.httpserver import HttpServer
 from scheduler.logs import configure_logging
 
-__all__ = ["ConfWatcher", "Health", "add_run_arguments", "run_main", "write_cache_dump"]
+__all__ = ["ConfWatcher", "Health", "add_run_arguments", "check_api", "run_main",
+           "write_cache_dump"]
 
 log = structlog.get_logger("lahar.run")
+
+
+API_CHECK_PERIOD = 5.0
+"""Seconds between two reads that check the API server still serves data."""
+UNANSWERED_AFTER = 15.0
+"""``/readyz`` fails once the API server has not served a read for this many seconds."""
 
 
 @dataclass(slots=True)
@@ -52,12 +59,20 @@ class Health:
     synced: bool = False
     last_beat: float = field(default_factory=time.monotonic)
     wedged_after: float = 300.0
+    last_answer: float = field(default_factory=time.monotonic)
+    """When the API server last served a read (:func:`check_api`)."""
+    unanswered_after: float = UNANSWERED_AFTER
+    clock: Callable[[], float] = time.monotonic
 
     def ready(self) -> bool:
-        """Connected, and synced when this replica is the one scheduling."""
-        if not self.connected:
+        """Connected, the API server serving reads lately, and synced when this replica is
+        the one scheduling."""
+        if not self.connected or self.clock() - self.last_answer > self.unanswered_after:
             return False
         return self.synced or (self.leader_elect and not self.leading)
+
+    def answered(self) -> None:
+        self.last_answer = self.clock()
 
     def alive(self) -> bool:
         """False only when a leading loop has not completed a cycle for a long time."""
@@ -90,6 +105,9 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     try:
         if client is None:
             return 0 if stop.is_set() else 1
+        health.answered()
+        threading.Thread(target=_check_api_forever, args=(client, health, stop), daemon=True,
+                         name="api-check").start()
 
         def lead(leading: Callable[[], bool]) -> None:
             schedule_forever(client, args=args, conf=conf, health=health, stop=stop,
@@ -105,6 +123,32 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         if client is not None:
             client.close()
     return exit_code
+
+
+def check_api(client: KubeClient, health: Health) -> bool:
+    """One read the API server must serve from etcd (a node list of one): an answer, even a
+    refusal, counts; a timeout, a lost connection or a 5xx does not."""
+    try:
+        client.request_json("GET", "/api/v1/nodes", query={"limit": "1"}, timeout=(3.0, 5.0))
+    except Exception as error:
+        status = status_of(error)
+        if status is None or status == 0 or status >= 500:
+            return False
+    health.answered()
+    return True
+
+
+def _check_api_forever(client: KubeClient, health: Health, stop: threading.Event) -> None:
+    unanswered = False
+    while not stop.wait(API_CHECK_PERIOD):
+        if check_api(client, health):
+            if unanswered:
+                log.info("the API server serves reads again")
+            unanswered = False
+        elif not unanswered:
+            unanswered = True
+            log.warning("the API server did not serve a read; /readyz fails after",
+                        seconds=UNANSWERED_AFTER)
 
 
 def _install_signals(stop: threading.Event, dump_requested: threading.Event | None) -> None:
