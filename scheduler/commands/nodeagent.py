@@ -187,8 +187,10 @@ def node_agent_main(args: argparse.Namespace) -> int:
         access.connect(None)
         agent.stop()
         raise
-    access.connect(KubeNodeAccess(client))
+    node_access = KubeNodeAccess(client)
+    access.connect(node_access)
     agent.wait(stop)
+    node_access.close()
     client.close()
     return 0
 

@@ -246,6 +246,16 @@ class Allocator:
                 return [d.uuid for d in nxt]
         return []
 
+    def _pods(self, *, fresh: bool = False) -> list[dict[str, Any]] | None:
+        """The pods bound to the node. The Kubernetes adapter answers from a watch-fed mirror,
+        which can lag behind a pod created a moment ago; ``fresh`` asks the API server itself
+        (its ``list_pods_on_node_uncached``) after the mirror offered nothing to serve, and is
+        None for an access without a mirror (its first answer was already current)."""
+        if not fresh:
+            return self.access.list_pods_on_node(self.node_name)
+        uncached = getattr(self.access, "list_pods_on_node_uncached", None)
+        return None if uncached is None else list(uncached(self.node_name))
+
     # -- the node lock --------------------------------------------------------------------
     def _release(self, key: str, *, owner: str | None = None) -> bool:
         locker = NodeLocker(access=self.access, clock=self.clock, sleep=self.sleep)
@@ -293,8 +303,14 @@ class Allocator:
         return None
 
     def _gpushare(self, endpoint: Endpoint, count: int) -> ContainerAnswer:
-        pods = self.access.list_pods_on_node(self.node_name)
-        found = self._find_gpushare(pods, endpoint, count)
+        found = None
+        for fresh in (False, True):
+            pods = self._pods(fresh=fresh)
+            if pods is None:
+                break
+            found = self._find_gpushare(pods, endpoint, count)
+            if found is not None:
+                break
         if found is None:
             self._release(GPUSHARE_LOCK)
             raise AllocationError(
@@ -394,17 +410,22 @@ class Allocator:
                 node = self.access.get_node(self.node_name)
             except Exception:
                 node = None
-        candidates = self._vgpu_candidates(self.access.list_pods_on_node(self.node_name), node)
+        candidates: list[dict[str, Any]] = []
+        first_problem = ""
+        for fresh in (False, True):
+            pods = self._pods(fresh=fresh)
+            if pods is None:
+                break
+            candidates = self._vgpu_candidates(pods, node)
+            for pod in candidates:
+                containers, position, problem = self._vgpu_problem(pod, count, inventory)
+                if not problem:
+                    return self._vgpu_serve(pod, containers, position)
+                if pod is candidates[0]:
+                    first_problem = problem
         if not candidates:
             raise self._vgpu_fail(None, f"node {self.node_name}: no pending pod is in bind phase "
                                         f"{ALLOCATING} ({names.bind_phase}) for {count} vGPU(s)")
-        first_problem = ""
-        for pod in candidates:
-            containers, position, problem = self._vgpu_problem(pod, count, inventory)
-            if not problem:
-                return self._vgpu_serve(pod, containers, position)
-            if pod is candidates[0]:
-                first_problem = problem
         raise self._vgpu_fail(candidates[0], first_problem)
 
     def _vgpu_serve(self, pod: Mapping[str, Any], containers: list[list[ContainerDevice]],
@@ -457,19 +478,22 @@ class Allocator:
 
     # -- fine-grained ---------------------------------------------------------------------
     def _finegrained(self, endpoint: Endpoint, count: int) -> ContainerAnswer:
-        pods = self.access.list_pods_on_node(self.node_name)
-        candidates = sorted((p for p in pods if _pending_on(p, self.node_name)
-                             and ALLOCATED in _annotations(p)),
-                            key=lambda p: (_created(p), _key(p)))
-        for pod in candidates:
-            for container in _containers(pod, init=True):
-                name = str(container.get("name", ""))
-                if (container_quantity(container, endpoint.resource) == count
-                        and not self._was_served(pod, name, endpoint.resource)
-                        and not _started(pod, name)):
-                    answer = self._finegrained_answer(pod, name, endpoint)
-                    self._mark_served(pod, name, endpoint.resource)
-                    return answer
+        for fresh in (False, True):
+            pods = self._pods(fresh=fresh)
+            if pods is None:
+                break
+            candidates = sorted((p for p in pods if _pending_on(p, self.node_name)
+                                 and ALLOCATED in _annotations(p)),
+                                key=lambda p: (_created(p), _key(p)))
+            for pod in candidates:
+                for container in _containers(pod, init=True):
+                    name = str(container.get("name", ""))
+                    if (container_quantity(container, endpoint.resource) == count
+                            and not self._was_served(pod, name, endpoint.resource)
+                            and not _started(pod, name)):
+                        answer = self._finegrained_answer(pod, name, endpoint)
+                        self._mark_served(pod, name, endpoint.resource)
+                        return answer
         raise AllocationError(
             f"node {self.node_name}: no pending pod with a {ALLOCATED} annotation has a "
             f"container asking for {count} {endpoint.resource}")

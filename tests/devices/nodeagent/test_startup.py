@@ -1,5 +1,6 @@
 """What keeps the agent's start-up and ``Allocate`` cheap: the modules imported before it
-registers with kubelet, the deferred API connection, and the Node replace's single write."""
+registers with kubelet, the deferred API connection, the Node replace's single write, and the
+watched pods of the node (with a list when the watch has not brought the pod yet)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,27 @@ import copy
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.nodeaccess import KubeNodeAccess
 from scheduler.commands.nodeagent import _DeferredAccess
+from scheduler.devices.base import DeviceConfig
+from scheduler.devices.names import VOLCANO
+from scheduler.devices.node.allocate import Allocator
+from scheduler.devices.node.nodelock import format_lock
+from scheduler.devices.node.resources import AgentConfig, Endpoint
+from tests.apiserver.store import STANDALONE_COLLECTIONS, ApiServerDouble
+from tests.builders import make_node
+from tests.devices.nodeagent.cluster import MemoryCluster, pod, vgpu_annotations
+from tests.devices.nodeagent.conftest import inventory
+
+NOW = 1_767_225_600.0
+INV = inventory(gpus=2)
 
 
 def test_the_agent_serves_without_importing_the_kubernetes_client_numpy_or_the_conf() -> None:
@@ -96,3 +111,75 @@ def test_replace_of_a_node_read_elsewhere_reads_it_and_refuses_a_stale_version()
         access.replace_node(stale)
     assert caught.value.status == 409
     assert [m for m, _ in client.calls] == ["GET"]
+
+
+def _wait(check: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _bound(name: str, node: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "annotations": {}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "x"}]}}
+
+
+def test_pods_on_the_node_come_from_a_watch_and_the_agents_own_patches_at_once() -> None:
+    double = ApiServerDouble(collections=STANDALONE_COLLECTIONS)
+    double.start()
+    client = KubeClient.for_host(double.url)
+    access = KubeNodeAccess(client)
+    try:
+        double.create("v1/pods", _bound("a", "n1"))
+        double.create("v1/pods", _bound("elsewhere", "n2"))
+
+        def names() -> list[str]:
+            return sorted(p["metadata"]["name"] for p in access.list_pods_on_node("n1"))
+
+        assert names() == ["a"]
+        double.create("v1/pods", _bound("b", "n1"))
+        assert _wait(lambda: names() == ["a", "b"])  # the watch brought it
+        lists = len([r for r in double.requests_to("GET", r"/api/v1/pods$")
+                     if "watch" not in r.query])
+        access.patch_pod_annotations("default", "b", {"phase": "x"})
+        (b,) = [p for p in access.list_pods_on_node("n1") if p["metadata"]["name"] == "b"]
+        assert b["metadata"]["annotations"] == {"phase": "x"}  # no wait for the watch
+        assert len([r for r in double.requests_to("GET", r"/api/v1/pods$")
+                    if "watch" not in r.query]) == lists  # no list per call
+        assert [p["metadata"]["name"] for p in access.list_pods_on_node_uncached("n1")
+                ] == ["a", "b"]
+    finally:
+        access.close()
+        client.close()
+        double.stop()
+
+
+class _LaggingCluster(MemoryCluster):
+    """A mirror that has not seen the pods yet; the API server has."""
+
+    def list_pods_on_node(self, node_name: str) -> list[dict[str, Any]]:
+        self.calls.append("list_pods_on_node (mirror)")
+        return []
+
+    def list_pods_on_node_uncached(self, node_name: str) -> list[dict[str, Any]]:
+        return super().list_pods_on_node(node_name)
+
+
+def test_allocate_lists_the_pods_when_the_mirror_has_none_to_serve() -> None:
+    lock = format_lock(NOW - 5)
+    cluster = _LaggingCluster(make_node("gpu-1", annotations={VOLCANO.lock: lock}))
+    config = AgentConfig(node_name="gpu-1", devices=DeviceConfig(vgpu=True, node_lock=True))
+    allocator = Allocator(access=cluster, config=config, inventory=lambda: INV,
+                          clock=lambda: NOW, sleep=lambda _: None, new_id=lambda: "c0ffee")
+    uuid = INV.gpus[0].uuid
+    cluster.pods.append(pod("train", containers=[("main", {VOLCANO.count: "1"})],
+                            annotations=vgpu_annotations(VOLCANO, f"{uuid},NVIDIA,1024,5:",
+                                                         bind_time=100)))
+    (answer,) = allocator.allocate(Endpoint(VOLCANO.count, "vgpu"), [["x-0"]])
+    assert answer.envs["NVIDIA_VISIBLE_DEVICES"] == uuid and answer.container == "main"
+    assert cluster.pod_annotations("train")[VOLCANO.bind_phase] == "success"
+    assert VOLCANO.lock not in cluster.node_annotations()
