@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from kube_helpers import RunningScheduler
 
 from scheduler.cluster.kube.client import KubeClient
 from tests.apiserver import ApiServerDouble
@@ -37,3 +38,13 @@ def stop() -> Iterator[threading.Event]:
         yield event
     finally:
         event.set()
+
+
+@pytest.fixture
+def scheduler_runs() -> Iterator[list[RunningScheduler]]:
+    """``lahar run`` processes a test started (append them); stopped at the end."""
+    runs: list[RunningScheduler] = []
+    yield runs
+    for run in runs:
+        run.stopped.set()
+        run.thread.join(10.0)

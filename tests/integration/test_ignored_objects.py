@@ -9,11 +9,9 @@ PodGroup and the field; a queue hierarchy with a cycle leaves the other queues s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kube_helpers import RunningScheduler, make_node, make_pod, wait_until
 
 from tests.apiserver import ApiServerDouble
@@ -69,15 +67,6 @@ def explained(apiserver: ApiServerDouble, name: str, *needles: str) -> bool:
         return False
     return any(e["reason"] == "FailedScheduling" and all(n in e["message"] for n in needles)
                for e in events(apiserver, kind="Pod", name=name))
-
-
-@pytest.fixture
-def scheduler_runs() -> Iterator[list[RunningScheduler]]:
-    runs: list[RunningScheduler] = []
-    yield runs
-    for run in runs:
-        run.stopped.set()
-        run.thread.join(10.0)
 
 
 def test_pods_of_unreadable_and_deleted_podgroups_are_told_why(

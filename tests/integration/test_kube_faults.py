@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kube_helpers import RunningScheduler, free_port, make_node, make_pod, wait_until
 
 from scheduler.cache.cache import SchedulerCache
@@ -45,15 +43,6 @@ def events(apiserver: ApiServerDouble, *, reason: str, name: str) -> list[dict[s
     with apiserver.cond:
         stored = list(apiserver.objects["v1/events"].values())
     return [e for e in stored if e["reason"] == reason and e["involvedObject"]["name"] == name]
-
-
-@pytest.fixture
-def scheduler_runs() -> Iterator[list[RunningScheduler]]:
-    runs: list[RunningScheduler] = []
-    yield runs
-    for run in runs:
-        run.stopped.set()
-        run.thread.join(10.0)
 
 
 def test_unreachable_api_server_is_retried_with_readyz_false(

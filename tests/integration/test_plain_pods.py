@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kube_helpers import RunningScheduler, make_node, make_pod, wait_until
 
 from scheduler.api.implied import implied_podgroup
@@ -38,23 +36,15 @@ def node_of(apiserver: ApiServerDouble, name: str) -> str:
                .get("nodeName") or "")
 
 
-@pytest.fixture
-def runs() -> Iterator[list[RunningScheduler]]:
-    started: list[RunningScheduler] = []
-    yield started
-    for run in started:
-        run.stopped.set()
-
-
 def test_a_plain_pod_binds_while_its_podgroup_cannot_be_written(
-        apiserver: ApiServerDouble, runs: list[RunningScheduler]) -> None:
+        apiserver: ApiServerDouble, scheduler_runs: list[RunningScheduler]) -> None:
     """Every PodGroup create fails for a while: the pods bind anyway, and once the server
     takes writes again each gets its PodGroup, the annotation, and a Running status."""
     apiserver.create("v1/nodes", make_node("n1", cpu="8"))
     apiserver.fail("POST", "podgroups", 503, times=10_000)
     for i in range(3):
         apiserver.create("v1/pods", plain(f"p{i}"))
-    runs.append(RunningScheduler("--master", apiserver.url, *FAST))
+    scheduler_runs.append(RunningScheduler("--master", apiserver.url, *FAST))
     wait_until(lambda: all(node_of(apiserver, f"p{i}") == "n1" for i in range(3)),
                timeout=8.0, message="plain pods bound before any PodGroup exists")
     with apiserver.cond:
@@ -73,7 +63,7 @@ def test_a_plain_pod_binds_while_its_podgroup_cannot_be_written(
         wait_until(lambda name=name: ((apiserver.get(PODGROUPS, f"team/{name}") or {})
                                       .get("status") or {}).get("phase") == "Running",
                    timeout=10.0, message="the real PodGroup's status written")
-    assert runs[0].stop() == 0
+    assert scheduler_runs[0].stop() == 0
 
 
 def test_the_controller_writes_from_its_own_threads(apiserver: ApiServerDouble,
