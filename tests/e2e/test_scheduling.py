@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 from tests.e2e.conftest import Case
 from tests.e2e.kube import VOLCANO, condition, eventually, raw, short_id
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_gang_that_fits_is_bound_whole_and_runs(case: Case) -> None:
@@ -91,3 +94,27 @@ def test_two_queues_share_the_cluster_by_weight(own_case: Case) -> None:
     eventually(lambda: ((raw(case.kube.custom.get_cluster_custom_object, *VOLCANO, "queues",
                               heavy).get("status") or {}).get("allocated") or {}).get("cpu")
                in ("6", "6000m"), what="queue status.allocated of 6 cpu")
+
+
+def test_a_cyclic_queue_stops_only_its_own_jobs(own_case: Case) -> None:
+    """Two Queues naming each other as parent (the CRD accepts it) under ``capacity`` with
+    ``enableHierarchy``: their jobs wait with a condition naming the cycle, and a job of the
+    default queue is bound as if they were absent."""
+    case = own_case
+    qx, qy = f"lahar-e2e-qx-{case.case_id}", f"lahar-e2e-qy-{case.case_id}"
+    for name, parent in ((qx, qy), (qy, qx)):
+        raw(case.kube.custom.create_cluster_custom_object, *VOLCANO, "queues",
+            {"apiVersion": "/".join(VOLCANO), "kind": "Queue", "metadata": {"name": name},
+             "spec": {"weight": 1, "parent": parent}})
+        case.cleanups.append(lambda name=name: case.kube.delete_queue(name))
+    stuck = case.job("in-cycle", pods=1, queue=qx)
+    free = case.job("free", pods=1)
+    case.add_nodes(1, units=4)
+    conf = (ROOT / "tests" / "data" / "confs" / "capacity-hierarchy.conf").read_text()
+    case.start_scheduler(conf=conf).wait_serving()
+    eventually(lambda: case.bound(free), what="the default queue's pod bound")
+    reason = eventually(lambda: condition(case.kube.pod(case.namespace, stuck[0]),
+                                          "PodScheduled").get("message"),
+                        what="the cyclic queue's pod told why")
+    assert "cycle" in reason and qx in reason
+    assert case.bound(stuck) == []
