@@ -18,12 +18,14 @@ from scheduler.api.resource import Resource
 from scheduler.api.types import JobID, TaskID, TaskStatus
 
 __all__ = [
+    "GO_TRUE",
     "GROUP_NAME_ANNOTATION",
     "TASK_PRIORITY_ANNOTATION",
     "TASK_SPEC_KEY",
     "TaskInfo",
     "parse_time",
     "pod_key",
+    "preemptable_flag",
     "task_from_pod",
     "task_status_of",
 ]
@@ -136,10 +138,20 @@ def _group_of(meta: Mapping[str, Any]) -> str:
     )
 
 
-def _flag(value: object, default: bool) -> bool:
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+"""What Go's ``strconv.ParseBool`` reads as true; its false set is the same shapes of 0/f/false,
+and anything else is an error, which Volcano's readers of ``volcano.sh/preemptable`` take as
+false (``GetPodPreemptable``, ``JobInfo.extractPreemptable``)."""
+
+
+def preemptable_flag(annotations: Mapping[str, Any], labels: Mapping[str, Any],
+                     default: bool) -> bool:
+    """``volcano.sh/preemptable`` as Volcano reads it: the annotation, else the label, each
+    with ``strconv.ParseBool`` (an unreadable value is false); ``default`` when neither."""
+    value = annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY))
     if value is None:
         return default
-    return str(value).lower() == "true"
+    return str(value) in GO_TRUE
 
 
 def task_from_pod(
@@ -205,7 +217,7 @@ def task_from_pod(
         node_name=str(spec.get("nodeName") or ""),
         role=str(annotations.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY) or ""),
         priority=priority,
-        preemptable=_flag(annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY)), True),
+        preemptable=preemptable_flag(annotations, labels, True),
         best_effort=init_resreq.is_empty(),
         creation=parse_time(meta.get("creationTimestamp")),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import PodGroup
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import TaskInfo, preemptable_flag
 from scheduler.api.types import JobID, QueueID, TaskID
 
 __all__ = ["JobChanges", "JobPool", "JobSource", "JobsRefresh", "assemble_jobs"]
@@ -221,5 +221,5 @@ def _job(cache: JobSource, uid: JobID, podgroup: PodGroup,
     job.queue = QueueID(podgroup.queue)
     job.priority = cache.job_priority(podgroup)
     job.min_available = podgroup.min_member
-    job.preemptable = str(podgroup.annotations.get("volcano.sh/preemptable")).lower() == "true"
+    job.preemptable = preemptable_flag(podgroup.annotations, podgroup.labels, False)
     return job
