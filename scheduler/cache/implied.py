@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from scheduler.api.errors import ObjectError
-from scheduler.api.implied import implied_podgroup
+from scheduler.api.implied import implied_podgroup, implied_podgroup_name
 from scheduler.api.podgroup import PodGroup, podgroup_from_object
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskID
@@ -49,17 +49,19 @@ class ImpliedGroups:
     def adopt(self, task: TaskInfo, pod: Mapping[str, Any], *,
               podgroups: dict[JobID, PodGroup], pool: _Pool) -> None:
         """Put ``task`` (of a pod naming no PodGroup) in the PodGroup its pod implies, made
-        in memory unless it exists already."""
+        in memory unless it exists already (only then is the whole PodGroup built: a pod's
+        every update comes through here)."""
+        meta = pod.get("metadata") or {}
+        uid = JobID(f"{meta.get('namespace', 'default')}/{implied_podgroup_name(pod)}")
+        if uid in podgroups:
+            task.job = uid
+            return
         try:
             document = implied_podgroup(pod)
         except (ObjectError, ValueError):
             return  # the controller reports it on the pod; the pod stays out of scheduling
-        meta = pod.get("metadata") or {}
         document["metadata"]["creationTimestamp"] = meta.get("creationTimestamp")
-        uid = JobID(f"{document['metadata']['namespace']}/{document['metadata']['name']}")
         task.job = uid
-        if uid in podgroups:
-            return
         podgroups[uid] = podgroup_from_object(document, default_queue=self.default_queue)
         pool.job_changes.podgroup(uid, deleted=False, known=False)
         pool.dirty_jobs.add(uid)
