@@ -20,6 +20,7 @@ from typing import Any
 
 from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.cluster.manifests import ManifestError, parse_documents
+from scheduler.commands.report import table_lines
 from scheduler.confyaml import UnreadableFile, read_text
 from scheduler.devices.codec import (
     CodecError,
@@ -254,9 +255,7 @@ def render_table(report: GpuReport) -> str:
             f"{used}/{total} ({_percent(used, total)})",
             shares, "-" if card.cores_used is None else f"{card.cores_used}%", pods,
         ])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
+    lines = table_lines(rows, gap="  ")
     used, total = report.memory_used, report.memory_total
     lines.append("")
     lines.append(f"Allocated/Total GPU memory in the cluster: {used}/{total} "

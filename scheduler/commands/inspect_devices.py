@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.commands.inspect import run_inspect
+from scheduler.commands.report import table_lines
 from scheduler.devices.finegrained.ledger import (
     AllocationError,
     Ledger,
@@ -142,10 +143,7 @@ def render_devices_table(report: DevicesReport) -> str:
             row.pcie or "-", _amounts(row),
             f"{len(row.vfs_used)}/{row.vfs_total}" if row.vfs_total or row.vfs_used else "-",
             ", ".join(pod for pod, _ in row.pods) or "-"])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-             for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(table_lines(rows)) + "\n"
 
 
 def report_json(report: DevicesReport) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from scheduler.api.pod import pod_requests
 from scheduler.api.resource import CPU, MEMORY, PODS, Resource, format_quantity
 from scheduler.devices.usage import vgpu_held
 
-__all__ = ["display_width", "render_list", "render_table", "write_list"]
+__all__ = ["display_width", "render_list", "render_table", "table_lines", "write_list"]
 
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -76,11 +76,12 @@ def display_width(text: str) -> int:
     )
 
 
-def _table(rows: list[list[str]]) -> list[str]:
+def table_lines(rows: list[list[str]], *, gap: str = "   ") -> list[str]:
+    """``rows`` as aligned columns (by :func:`display_width`), trailing blanks cut."""
     cells = [[(cell, display_width(cell)) for cell in row] for row in rows]
     widths = [max(row[i][1] for row in cells) for i in range(len(rows[0]))]
     return [
-        "   ".join(cell + " " * (width - used)
+        gap.join(cell + " " * (width - used)
                    for (cell, used), width in zip(row, widths, strict=True)).rstrip()
         for row in cells
     ]
@@ -139,7 +140,7 @@ def _evicted(events: Sequence[Mapping[str, Any]]) -> list[str]:
                      reason or "-", preemptor])
     if len(rows) == 1:
         return []
-    return ["", *_table(rows)]
+    return ["", *table_lines(rows)]
 
 
 def _owner(group: Mapping[str, Any]) -> str:
@@ -223,7 +224,7 @@ def render_table(
                 "; ".join(others) or "-",
             ]
         )
-    lines += _table(rows)
+    lines += table_lines(rows)
     lines.append("")
     if by_kind.get("Device"):  # fine-grained devices: per device and minor
         from scheduler.commands.inspect_devices import inspect_devices, render_devices_table
@@ -243,7 +244,7 @@ def render_table(
                     ),
                 ]
             )
-        lines += _table(rows)
+        lines += table_lines(rows)
     else:
         lines.append("No pending pods.")
     lines += _evicted(by_kind.get("Event", []))
@@ -267,5 +268,5 @@ def render_table(
                     _owner(group),
                 ]
             )
-        lines += _table(rows)
+        lines += table_lines(rows)
     return "\n".join(lines) + "\n"

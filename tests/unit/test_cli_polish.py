@@ -19,7 +19,7 @@ import pytest
 from scheduler.api.resource import format_quantity
 from scheduler.commands.cli import build_parser, main
 from scheduler.commands.progress import Ticker
-from scheduler.commands.report import _table, display_width, render_table
+from scheduler.commands.report import display_width, render_table, table_lines
 from tests.builders import make_node, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,7 +167,7 @@ def test_wide_characters_keep_the_table_aligned() -> None:
     assert display_width("abc") == 3
     assert display_width("队列") == 4
     assert display_width("e\u0301") == 1  # a combining accent takes no column
-    lines = _table([["NAME", "REASON", "FOR"], ["队列-a", "x", "y"], ["ab", "候补理由", "z"]])
+    lines = table_lines([["NAME", "REASON", "FOR"], ["队列-a", "x", "y"], ["ab", "候补理由", "z"]])
     for column in ("REASON", "FOR"):
         start = display_width(lines[0][: lines[0].index(column)])
         for line in lines[1:]:
