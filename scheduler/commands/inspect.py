@@ -20,7 +20,7 @@ from typing import Any
 
 from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.cluster.manifests import ManifestError, parse_documents
-from scheduler.commands.report import table_lines
+from scheduler.commands.tables import table_lines
 from scheduler.confyaml import UnreadableFile, read_text
 from scheduler.devices.codec import (
     CodecError,

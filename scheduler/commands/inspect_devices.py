@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.commands.inspect import run_inspect
-from scheduler.commands.report import table_lines
+from scheduler.commands.tables import table_lines
 from scheduler.devices.finegrained.ledger import (
     AllocationError,
     Ledger,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from typing import IO, Any
 
@@ -24,9 +23,10 @@ import yaml
 from scheduler.api.node import node_from_object
 from scheduler.api.pod import pod_requests
 from scheduler.api.resource import CPU, MEMORY, PODS, Resource, format_quantity
+from scheduler.commands.tables import table_lines
 from scheduler.devices.usage import vgpu_held
 
-__all__ = ["display_width", "render_list", "render_table", "table_lines", "write_list"]
+__all__ = ["render_list", "render_table", "write_list"]
 
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -63,28 +63,6 @@ def render_list(objects: Sequence[Mapping[str, Any]], *, output: str) -> str:
 def _usage(name: str, used: float, total: float) -> str:
     percent = f" ({used / total:.0%})" if total > 0 else ""
     return f"{format_quantity(name, used)}/{format_quantity(name, total)}{percent}"
-
-
-def display_width(text: str) -> int:
-    """Columns ``text`` takes on a terminal: wide (East Asian) characters take two, combining
-    marks none."""
-    if text.isascii():
-        return len(text)
-    return sum(
-        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
-        for ch in text
-    )
-
-
-def table_lines(rows: list[list[str]], *, gap: str = "   ") -> list[str]:
-    """``rows`` as aligned columns (by :func:`display_width`), trailing blanks cut."""
-    cells = [[(cell, display_width(cell)) for cell in row] for row in rows]
-    widths = [max(row[i][1] for row in cells) for i in range(len(rows[0]))]
-    return [
-        gap.join(cell + " " * (width - used)
-                   for (cell, used), width in zip(row, widths, strict=True)).rstrip()
-        for row in cells
-    ]
 
 
 def _pending_reason(

@@ -19,7 +19,8 @@ import pytest
 from scheduler.api.resource import format_quantity
 from scheduler.commands.cli import build_parser, main
 from scheduler.commands.progress import Ticker
-from scheduler.commands.report import display_width, render_table, table_lines
+from scheduler.commands.report import render_table
+from scheduler.commands.tables import display_width, table_lines
 from tests.builders import make_node, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
