@@ -261,11 +261,11 @@ def watch_binds(cluster: Cluster, *, namespace: str, pods: set[str], started: fl
 
 
 def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
-             timeout: float) -> dict[str, float]:
+             timeout: float, into: dict[str, float] | None = None) -> dict[str, float]:
     """Seconds since ``started`` (a ``time.perf_counter`` value) at which each of ``pods``
-    was seen bound, by name."""
+    was seen bound, by name; filled into ``into`` as they come when one is given."""
     listing = undecoded(cluster.core.list_namespaced_pod, namespace)
-    bound_at: dict[str, float] = {}
+    bound_at: dict[str, float] = {} if into is None else into
     for pod in listing.get("items") or []:
         if pod["metadata"]["name"] in pods and pod["spec"].get("nodeName"):
             bound_at[pod["metadata"]["name"]] = time.perf_counter() - started

@@ -12,7 +12,13 @@ per ``trickle`` seconds, so status traffic takes the API server's spare capacity
 binds', and still makes progress during a long burst of binds. The queue is bounded: a
 write that finds it full is dropped and ``lost(key)`` is told, as it is for a write that failed,
 so the cache can forget what it believed written and write it again in a later cycle.
-:meth:`CoalescingWriter.flush` writes everything queued (shutdown, loss of the Lease).
+
+Writes are of two kinds. State (a pod's condition, a PodGroup's or Queue's status) is what a
+user and the next scheduler read; events are history and best effort, as in kube-scheduler.
+Queued state always goes out before queued events, and :meth:`CoalescingWriter.flush` (shutdown,
+loss of the Lease) writes from ``flush_workers`` extra threads, so a stop within its grace
+period writes every state change even at the end of a large burst; what is still left when the
+grace ends is counted, state and events apart.
 """
 
 from __future__ import annotations
@@ -27,11 +33,18 @@ import structlog
 
 from scheduler.cache.interface import WriteError
 
-__all__ = ["CoalescingWriter", "Write"]
+__all__ = ["CoalescingWriter", "Write", "is_event"]
 
 log = structlog.get_logger("lahar.statuswriter")
 
 Write = Callable[[], None]
+
+
+def is_event(key: Hashable) -> bool:
+    """Whether the write queued under ``key`` records an Event (best effort) rather than
+    state: the keys ``("event", …)``, ``("event <reason>", …)`` and ``("podgroup-event", …)``."""
+    return (isinstance(key, tuple) and bool(key) and isinstance(key[0], str)
+            and (key[0].startswith("event") or key[0] == "podgroup-event"))
 
 
 @dataclass(slots=True)
@@ -43,7 +56,9 @@ class CoalescingWriter:
     yield_to: Callable[[], bool] | None = None
     trickle: float = 0.1
     lost: Callable[[Hashable], None] | None = None
+    flush_workers: int = 16
     _pending: OrderedDict[Hashable, Write] = field(default_factory=OrderedDict)
+    _events: OrderedDict[Hashable, Write] = field(default_factory=OrderedDict)
     _inflight: set[Hashable] = field(default_factory=set)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -54,6 +69,8 @@ class CoalescingWriter:
     coalesced: int = 0
     dropped: int = 0
     failed: int = 0
+    left_state: int = 0
+    left_events: int = 0
 
     def start(self) -> CoalescingWriter:
         for number in range(self.workers):
@@ -68,13 +85,14 @@ class CoalescingWriter:
 
         False when the write was dropped (queue full or writer stopped).
         """
+        queue = self._events if is_event(key) else self._pending
         with self._cond:
-            accepted = not self._closed and (key in self._pending
-                                             or len(self._pending) < self.capacity)
+            accepted = not self._closed and (
+                key in queue or len(self._pending) + len(self._events) < self.capacity)
             if accepted:
-                if key in self._pending:
+                if key in queue:
                     self.coalesced += 1
-                self._pending[key] = write
+                queue[key] = write
                 self._cond.notify()
             else:
                 self.dropped += 1
@@ -88,41 +106,63 @@ class CoalescingWriter:
     @property
     def backlog(self) -> int:
         with self._cond:
-            return len(self._pending) + len(self._inflight)
+            return len(self._pending) + len(self._events) + len(self._inflight)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Write everything queued now, without holding back for binds; False on timeout."""
+        """Write everything queued now, without holding back for binds and from
+        ``flush_workers`` extra threads while anything is left; False on timeout."""
         with self._cond:
             self._flushing += 1
             self._cond.notify_all()
-            try:
-                return self._cond.wait_for(lambda: not self._pending and not self._inflight,
-                                           timeout)
-            finally:
+        helpers = [threading.Thread(target=self._work, kwargs={"while_flushing": True},
+                                    daemon=True, name=f"status-flush-{number}")
+                   for number in range(min(self.flush_workers, self.backlog))]
+        for thread in helpers:
+            thread.start()
+        try:
+            with self._cond:
+                return self._cond.wait_for(self._drained, timeout)
+        finally:
+            with self._cond:
                 self._flushing -= 1
+                self._cond.notify_all()
 
     def stop(self, *, timeout: float = 10.0) -> bool:
         """Flush for at most ``timeout`` seconds, then stop the workers; False if writes were
-        left unwritten."""
+        left unwritten (counted in :attr:`left_state` and :attr:`left_events`)."""
+        started = time.monotonic()
+        queued = self.backlog
+        written = self.written
         flushed = self.flush(timeout)
         with self._cond:
             self._closed = True
-            left = len(self._pending)
+            self.left_state = len(self._pending)
+            self.left_events = len(self._events)
             self._pending.clear()
+            self._events.clear()
             self._cond.notify_all()
-        if left:
-            log.warning("status writes left unwritten at stop", count=left)
+        log.info("status writes flushed at stop", queued=queued, written=self.written - written,
+                 seconds=round(time.monotonic() - started, 3), left_state=self.left_state,
+                 left_events=self.left_events)
+        if self.left_state or self.left_events:
+            log.warning("status writes left unwritten at stop", count=self.left_state,
+                        events=self.left_events, timeout=timeout)
         for thread in self._threads:
             thread.join(1.0)
         return flushed
 
+    def _drained(self) -> bool:
+        return not self._pending and not self._events and not self._inflight
+
     def _next(self) -> tuple[Hashable, Write] | None:
-        """The oldest queued write whose key is not in flight (under the lock)."""
-        for key, write in self._pending.items():
-            if key not in self._inflight:
-                del self._pending[key]
-                self._inflight.add(key)
-                return key, write
+        """The oldest queued state write whose key is not in flight, else the oldest such
+        event (under the lock)."""
+        for queue in (self._pending, self._events):
+            for key, write in queue.items():
+                if key not in self._inflight:
+                    del queue[key]
+                    self._inflight.add(key)
+                    return key, write
         return None
 
     def _hold_back(self) -> float:
@@ -131,13 +171,14 @@ class CoalescingWriter:
             return 0.0
         return max(0.0, self._last_start + self.trickle - time.monotonic())
 
-    def _work(self) -> None:
+    def _work(self, *, while_flushing: bool = False) -> None:
         while True:
             with self._cond:
                 while True:
-                    if self._closed and not self._pending:
+                    queued = bool(self._pending or self._events)
+                    if (self._closed and not queued) or (while_flushing and not self._flushing):
                         return
-                    if self._pending:
+                    if queued:
                         delay = self._hold_back()
                         if delay > 0:
                             self._cond.wait(delay)

@@ -305,10 +305,18 @@ class CacheWrites:
                                            yield_to=pool.busy, lost=self._status_lost).start()
 
     def stop_background(self, *, send_binds: bool, timeout: float = 10.0) -> None:
-        """Stop the background writers: binds are sent first when ``send_binds`` (else the
-        queued ones are rolled back), then every status write is flushed, for at most
-        ``timeout`` seconds each."""
+        """Stop the background writers: queued binds are sent when ``send_binds`` (else rolled
+        back) for at most ``timeout`` seconds while status writes already flush beside them,
+        then every status write left is flushed, for at most ``timeout`` seconds more."""
+        background = self.background
+        beside: threading.Thread | None = None
+        if self.binds is not None and background is not None and background.backlog:
+            beside = threading.Thread(target=background.flush, args=(timeout,), daemon=True,
+                                      name="status-flush-beside-binds")
+            beside.start()
         if self.binds is not None:
             self.binds.stop(drain=send_binds, timeout=timeout)
-        if self.background is not None:
-            self.background.stop(timeout=timeout)
+        if background is not None:
+            background.stop(timeout=timeout)
+        if beside is not None:
+            beside.join(1.0)
