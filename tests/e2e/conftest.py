@@ -5,6 +5,9 @@ Environment:
 * ``KUBECONFIG`` — the cluster; without it every e2e test is skipped.
 * ``LAHAR_E2E_FAKE_NODES=1`` — a cluster without kubelets (a bare API server): the suite creates
   its own Nodes and marks bound pods Running itself, as kwok does.
+* ``LAHAR_E2E_SERVICE_ACCOUNT=1`` — run the suite's scheduler processes as the ServiceAccount of
+  ``conf/deploy/`` (its RBAC applied, a TokenRequest token): a request the role does not grant
+  fails the case that caused it (:mod:`tests.e2e.serviceaccount`).
 * ``LAHAR_E2E_DEPLOYED=1`` — use the scheduler already deployed (``LAHAR_E2E_SCHEDULER_NAME``,
   default ``volcano``) instead of starting ``lahar run`` subprocesses; cases that need their own
   scheduler process are skipped.
@@ -33,6 +36,7 @@ from tests.e2e.kube import (
     short_id,
 )
 from tests.e2e.processes import SchedulerProcess
+from tests.e2e.serviceaccount import LEASE, deploy_identity, forbidden_lines
 
 FAKE_TAINT = {"key": "lahar.e2e/fake", "value": "true", "effect": "NoSchedule"}
 
@@ -45,6 +49,20 @@ class Settings:
     fake_nodes: bool
     deployed: bool
     workdir: Path
+    scheduler_kubeconfig: str = ""
+    """What the suite's scheduler processes use: ``kubeconfig`` or the ServiceAccount's."""
+
+    @property
+    def as_service_account(self) -> bool:
+        return self.scheduler_kubeconfig not in ("", self.kubeconfig)
+
+
+def assert_nothing_forbidden(settings: Settings, processes: list[SchedulerProcess]) -> None:
+    if not settings.as_service_account:
+        return
+    lines = [line for process in processes for line in forbidden_lines(process.log_path)]
+    assert not lines, ("the deploy role refused requests the scheduler made:\n"
+                       + "\n".join(lines[:10]))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -62,10 +80,13 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     reason = kube.ensure_volcano_crds()
     if reason:
         pytest.skip(reason)
-    return Settings(kube=kube, kubeconfig=kubeconfig, run_id=short_id(),
+    made = Settings(kube=kube, kubeconfig=kubeconfig, run_id=short_id(),
                     fake_nodes=env_flag("LAHAR_E2E_FAKE_NODES"),
                     deployed=env_flag("LAHAR_E2E_DEPLOYED"),
                     workdir=tmp_path_factory.mktemp("lahar-e2e"))
+    made.scheduler_kubeconfig = (deploy_identity(kube, kubeconfig, made.workdir)
+                                 if env_flag("LAHAR_E2E_SERVICE_ACCOUNT") else kubeconfig)
+    return made
 
 
 def default_conf() -> str:
@@ -82,7 +103,7 @@ def shared_scheduler(settings: Settings) -> Iterator[str]:
         return
     name = f"lahar-e2e-{settings.run_id}"
     selector = {RUN_LABEL: settings.run_id} if settings.fake_nodes else None
-    process = SchedulerProcess(kubeconfig=settings.kubeconfig, name=name,
+    process = SchedulerProcess(kubeconfig=settings.scheduler_kubeconfig, name=name,
                                workdir=settings.workdir, conf=default_conf(),
                                node_selector=selector)
     try:
@@ -90,6 +111,7 @@ def shared_scheduler(settings: Settings) -> Iterator[str]:
         yield name
     finally:
         process.terminate()
+        assert_nothing_forbidden(settings, [process])
 
 
 @pytest.fixture(scope="session")
@@ -241,8 +263,10 @@ class Case:
                         own_nodes: bool = True, **kwargs: Any) -> SchedulerProcess:
         if self.settings.deployed:
             pytest.skip("needs a scheduler process of its own (LAHAR_E2E_DEPLOYED is set)")
+        if self.settings.as_service_account and kwargs.get("leader_elect"):
+            kwargs["lease_namespace"], kwargs["lease_name"] = LEASE  # all the role grants
         process = SchedulerProcess(
-            kubeconfig=self.settings.kubeconfig, name=name or self.scheduler,
+            kubeconfig=self.settings.scheduler_kubeconfig, name=name or self.scheduler,
             workdir=self.settings.workdir, conf=conf or default_conf(),
             node_selector=self.selector if own_nodes else None, **kwargs)
         self.processes.append(process)
@@ -257,6 +281,7 @@ class Case:
             except Exception as error:  # clean up as much as possible
                 print(f"e2e clean-up failed: {error}")
         self.kube.delete_namespace(self.namespace, finalize=self.settings.fake_nodes)
+        assert_nothing_forbidden(self.settings, self.processes)
 
 
 @pytest.fixture

@@ -32,6 +32,8 @@ class SchedulerProcess:
                  node_selector: dict[str, str] | None = None, leader_elect: bool = False,
                  lease_namespace: str = "", lease_name: str = "") -> None:
         self.name = name
+        self.lease = (lease_namespace, lease_name or name)
+        """The Lease campaigned for (namespace, name) when ``leader_elect``."""
         self.port = free_port()
         tag = f"{name}-{short_id()}"
         conf_path = workdir / f"{tag}.conf"

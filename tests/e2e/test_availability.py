@@ -52,12 +52,13 @@ def test_only_the_leader_binds_and_a_standby_takes_over(own_case: Case) -> None:
     assert len(working) == 1, [replica.cycles() for replica in replicas]
     leader = working[0]
     standby = next(replica for replica in replicas if replica is not leader)
-    holder = raw(case.kube.coordination.read_namespaced_lease, lease, case.namespace)
+    lease_namespace, lease = leader.lease  # the suite may have named another one
+    holder = raw(case.kube.coordination.read_namespaced_lease, lease, lease_namespace)
     assert holder["spec"]["holderIdentity"]
     assert leader.terminate() == 0  # graceful: the lease is released at once
     second = case.job("second", pods=2)
     eventually(lambda: len(case.bound(second)) == 2, timeout=60.0,
                what="the standby binds after taking over")
     assert standby.cycles() > 0
-    taken = raw(case.kube.coordination.read_namespaced_lease, lease, case.namespace)
+    taken = raw(case.kube.coordination.read_namespaced_lease, lease, lease_namespace)
     assert taken["spec"]["holderIdentity"] != holder["spec"]["holderIdentity"]
