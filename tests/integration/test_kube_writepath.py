@@ -426,3 +426,29 @@ def test_a_task_still_binding_is_counted_as_scheduled_once(
     record_cycle(mirror.scheduler.run_once(), mirror.cache)
     assert scheduled() == before + 3
     mirror.writer.bind_gate.set()
+
+
+def test_a_new_leader_rewrites_conditions_its_predecessor_left_stale_or_unwritten(
+        apiserver: ApiServerDouble, mirror_of: Callable[[int], Mirror]) -> None:
+    """Conditions are state: a replica that takes over after a SIGKILL writes what each pod's
+    condition must say now, whatever the last leader wrote or failed to write. ``wait`` carries
+    a condition from a cluster that no longer exists; ``huge`` never got one."""
+    stale = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/5 nodes are unavailable: 5 Insufficient memory."}
+    mirror = mirror_of(2)
+    apiserver.create(PODGROUPS, podgroup("huge"))
+    apiserver.create("v1/pods", pod("too-big", group="huge", cpu="64"))
+    apiserver.create(PODGROUPS, podgroup("wait"))
+    waiting = pod("also-too-big", group="wait", cpu="32")
+    waiting["status"] = {"phase": "Pending", "conditions": [stale]}
+    apiserver.create("v1/pods", waiting)
+    wait_until(lambda: mirror.task("also-too-big") is not None, message="pods cached")
+    mirror.start(workers=1)
+    mirror.cycle()
+    mirror.cache.background.flush(5.0)  # type: ignore[union-attr]
+    for name in ("too-big", "also-too-big"):
+        (condition,) = (apiserver.get("v1/pods", f"team/{name}") or {})["status"]["conditions"]
+        assert condition["reason"] == "Unschedulable"
+        assert "Insufficient cpu" in condition["message"], condition
+        assert condition["message"] != stale["message"]
+    assert ((apiserver.get(PODGROUPS, "team/huge") or {}).get("status") or {}).get("phase")
