@@ -5,8 +5,9 @@
 #   1. create a kind cluster from hack/kind-config.yaml (one control plane, two workers),
 #   2. build the scheduler image with docker and load it into the cluster's nodes,
 #   3. install the CRDs (conf/crds/) and the deployment (conf/deploy/) with that image,
-#   4. give the workers fake GPUs: extended resources patched into the node status, and the
-#      vGPU register annotation a device plugin would write,
+#   4. turn GPU share on in the scheduler conf and deploy the node agent (conf/deploy/node-agent/)
+#      with fake GPUs on the GPU workers: the real kubelet registers its device plugin and calls
+#      its Allocate,
 #   5. run `python -m pytest tests/e2e` with LAHAR_E2E_DEPLOYED=1,
 #   6. delete the cluster on the way out, whether the run passed or not.
 #
@@ -21,8 +22,8 @@
 #   KIND_NODE_IMAGE   node image for `kind create cluster --image` (default: kind's own).
 #   PYTHON            interpreter with pytest and the project's dependencies (default python3).
 #   ROLLOUT_TIMEOUT   how long to wait for the scheduler to become ready (default 180s).
-#   GPUS_PER_NODE     fake GPUs per worker (default 2); GPU_MEMORY_MIB memory of each
-#                     (default 16384); VGPU_SPLIT vGPUs per card (default 10).
+#   GPUS_PER_NODE     fake GPUs per GPU worker (default 2); GPU_MEMORY_MIB memory of each
+#                     (default 16384).
 #
 # Requires: docker (with a running engine), kind, kubectl, and python with pytest.
 
@@ -37,14 +38,15 @@ PYTHON="${PYTHON:-python3}"
 ROLLOUT_TIMEOUT="${ROLLOUT_TIMEOUT:-180s}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-2}"
 GPU_MEMORY_MIB="${GPU_MEMORY_MIB:-16384}"
-VGPU_SPLIT="${VGPU_SPLIT:-10}"
 
 NAMESPACE="lahar-system"
 DEPLOYMENT="lahar-scheduler"
 CONTAINER="scheduler"
 SCHEDULER_NAME="volcano"
-GPU_NODE_LABEL="lahar.dev/e2e-gpu=true"
-GPU_TYPE="NVIDIA-Tesla-T4"
+GPU_NODE_LABEL_KEY="lahar.dev/e2e-gpu"
+GPU_NODE_LABEL="$GPU_NODE_LABEL_KEY=true"
+CONF_MAP="lahar-scheduler-conf"
+AGENT="lahar-node-agent"
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -66,7 +68,6 @@ docker info >/dev/null 2>&1 || die "docker is installed but its engine does not 
   || die "$PYTHON lacks pytest or kubernetes; run: $PYTHON -m pip install -e '${ROOT}[test]'"
 [[ "$GPUS_PER_NODE" =~ ^[1-9][0-9]*$ ]] || die "GPUS_PER_NODE must be a positive integer"
 [[ "$GPU_MEMORY_MIB" =~ ^[1-9][0-9]*$ ]] || die "GPU_MEMORY_MIB must be a positive integer"
-[[ "$VGPU_SPLIT" =~ ^[1-9][0-9]*$ ]] || die "VGPU_SPLIT must be a positive integer"
 
 # -- cluster, and cleanup on every way out ---------------------------------------------------
 KUBECONFIG_FILE="$(mktemp "${TMPDIR:-/tmp}/lahar-e2e-kubeconfig.XXXXXX")"
@@ -78,6 +79,7 @@ diagnose() {
   kubectl get pods --all-namespaces -o wide || true
   kubectl -n "$NAMESPACE" describe deployment "$DEPLOYMENT" || true
   kubectl -n "$NAMESPACE" logs "deployment/$DEPLOYMENT" --all-containers --tail=200 || true
+  kubectl -n "$NAMESPACE" logs "daemonset/$AGENT" --all-containers --tail=100 || true
 }
 
 cleanup() {
@@ -134,38 +136,44 @@ kubectl apply -f "$ROOT/conf/deploy/"
 kubectl -n "$NAMESPACE" set image "deployment/$DEPLOYMENT" "$CONTAINER=$IMAGE"
 kubectl -n "$NAMESPACE" rollout status "deployment/$DEPLOYMENT" --timeout="$ROLLOUT_TIMEOUT"
 
-# -- fake GPUs on the workers -----------------------------------------------------------------
-# GPU share reads volcano.sh/gpu-memory (MiB over all cards) and volcano.sh/gpu-number
-# (cards); vGPU reads volcano.sh/vgpu-number (cards x split), -memory (MiB) and -cores
-# (100 per card), plus the register annotation: one `UUID,split,memoryMiB,type,health,mode`
-# entry per card, each ending in ':'. The kubelet keeps extended resources it does not manage.
+# -- device sharing: GPU share on, the node agent with fake GPUs on the GPU workers ----------
+# The workers have no GPU, so the node agent runs on fake cards (--fake-gpus): the same code as
+# on a GPU node with NVML replaced. Its device plugin registers volcano.sh/gpu-memory with the
+# real kubelet, its reporter writes volcano.sh/gpu-number into the node status, and its Allocate
+# answers the kubelet with the card the scheduler chose (tests/e2e/test_node_agent.py).
+log "turning GPU share on in the scheduler conf (conf/gpushare.conf)"
+kubectl -n "$NAMESPACE" create configmap "$CONF_MAP" \
+  --from-file=lahar-scheduler.conf="$ROOT/conf/gpushare.conf" --dry-run=client -o yaml \
+  | kubectl apply -f -
+kubectl -n "$NAMESPACE" rollout restart "deployment/$DEPLOYMENT"  # families are read at start
+kubectl -n "$NAMESPACE" rollout status "deployment/$DEPLOYMENT" --timeout="$ROLLOUT_TIMEOUT"
 read -r -a gpu_nodes <<<"$(kubectl get nodes -l "$GPU_NODE_LABEL" -o jsonpath='{.items[*].metadata.name}')"
 ((${#gpu_nodes[@]} > 0)) || die "no nodes labelled $GPU_NODE_LABEL (see hack/kind-config.yaml)"
+log "installing the node agent with $GPUS_PER_NODE fake GPU(s) of ${GPU_MEMORY_MIB}Mi per GPU worker"
+kubectl apply -f "$ROOT/conf/deploy/node-agent/"
+args_path="/spec/template/spec/containers/0/args/-"
+kubectl -n "$NAMESPACE" patch daemonset "$AGENT" --type=json -p "[
+  {\"op\": \"add\", \"path\": \"$args_path\", \"value\": \"--fake-gpus=$GPUS_PER_NODE\"},
+  {\"op\": \"add\", \"path\": \"$args_path\", \"value\": \"--fake-gpu-memory=${GPU_MEMORY_MIB}Mi\"},
+  {\"op\": \"replace\", \"path\": \"/spec/template/spec/containers/0/image\", \"value\": \"$IMAGE\"},
+  {\"op\": \"add\", \"path\": \"/spec/template/spec/nodeSelector/${GPU_NODE_LABEL_KEY//\//~1}\",
+   \"value\": \"true\"}]"
+kubectl -n "$NAMESPACE" rollout status "daemonset/$AGENT" --timeout="$ROLLOUT_TIMEOUT"
 total_memory=$((GPUS_PER_NODE * GPU_MEMORY_MIB))
-vgpu_number=$((GPUS_PER_NODE * VGPU_SPLIT))
-vgpu_cores=$((GPUS_PER_NODE * 100))
-resources="\"volcano.sh/gpu-memory\":\"$total_memory\",\"volcano.sh/gpu-number\":\"$GPUS_PER_NODE\""
-resources+=",\"volcano.sh/vgpu-number\":\"$vgpu_number\",\"volcano.sh/vgpu-memory\":\"$total_memory\""
-resources+=",\"volcano.sh/vgpu-cores\":\"$vgpu_cores\""
 for node in "${gpu_nodes[@]}"; do
-  register=""
-  for ((card = 0; card < GPUS_PER_NODE; card++)); do
-    register+="GPU-${node}-${card},${VGPU_SPLIT},${GPU_MEMORY_MIB},${GPU_TYPE},true,hami-core:"
-  done
-  log "advertising $GPUS_PER_NODE fake GPU(s) on $node"
-  kubectl annotate node "$node" --overwrite "volcano.sh/node-vgpu-register=$register"
-  kubectl patch node "$node" --subresource=status --type=merge \
-    -p "{\"status\":{\"capacity\":{$resources},\"allocatable\":{$resources}}}"
-done
-for node in "${gpu_nodes[@]}"; do
+  log "waiting for $node to advertise its fake GPUs"
+  kubectl wait --for=jsonpath='{.status.allocatable.volcano\.sh/gpu-memory}'="$total_memory" \
+    --timeout=120s "node/$node"
   kubectl wait --for=jsonpath='{.status.allocatable.volcano\.sh/gpu-number}'="$GPUS_PER_NODE" \
-    --timeout=30s "node/$node"
+    --timeout=60s "node/$node"
 done
 
 # -- tests ------------------------------------------------------------------------------------
 log "running tests/e2e against the deployed scheduler"
 cd "$ROOT"
 LAHAR_E2E_DEPLOYED=1 \
+LAHAR_E2E_NODE_AGENT=1 \
+LAHAR_E2E_IMAGE="$IMAGE" \
 LAHAR_E2E_SCHEDULER_NAME="$SCHEDULER_NAME" \
 LAHAR_E2E_SCHEDULER_NAMESPACE="$NAMESPACE" \
 LAHAR_E2E_SCHEDULER_DEPLOYMENT="$DEPLOYMENT" \
