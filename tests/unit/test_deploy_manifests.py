@@ -34,7 +34,6 @@ from scheduler.cluster.kube.retry import RetryPolicy
 from scheduler.cluster.kube.writer import KubeClusterWriter
 from scheduler.commands.cli import build_parser
 from scheduler.conf import load_conf, parse_conf
-from scheduler.devices.codec import parse_register
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -597,19 +596,38 @@ def test_kind_config_has_one_control_plane_and_two_workers() -> None:
     assert sorted(n["role"] for n in config["nodes"]) == ["control-plane", "worker", "worker"]
 
 
-def test_e2e_script_registers_fake_gpus_in_the_format_the_scheduler_reads() -> None:
+def test_e2e_script_deploys_the_node_agent_with_fake_gpus_the_agent_accepts() -> None:
+    """The kind runner's JSON patch, with its shell variables filled in, is valid JSON that adds
+    flags ``lahar node-agent`` parses to the DaemonSet of ``conf/deploy/node-agent/``, selects
+    the workers ``hack/kind-config.yaml`` labels, and the conf it installs turns GPU share on."""
+    from scheduler.deviceconf import device_support
+
     script = (ROOT / "hack" / "run-e2e-kind.sh").read_text()
-    (entry,) = re.findall(r'register\+="([^"]+)"', script)
-    values = {"node": "kind-worker", "card": "0", "VGPU_SPLIT": "10",
-              "GPU_MEMORY_MIB": "16384", "GPU_TYPE": "NVIDIA-Tesla-T4"}
-    card = re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], entry)
-    (registered,) = parse_register(card)
-    assert registered.uuid == "GPU-kind-worker-0"
-    assert (registered.split, registered.memory, registered.healthy) == (10, 16384, True)
-    patched = set(re.findall(r'\\"(volcano\.sh/[a-z-]+)\\":', script))
-    assert patched == {"volcano.sh/gpu-memory", "volcano.sh/gpu-number",
-                       "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory",
-                       "volcano.sh/vgpu-cores"}
+    (patch,) = re.findall(r'patch daemonset "\$AGENT" --type=json -p "(\[.*?\])"', script,
+                          flags=re.S)
+    values = {"args_path": "/spec/template/spec/containers/0/args/-", "GPUS_PER_NODE": "2",
+              "GPU_MEMORY_MIB": "16384", "IMAGE": "lahar:e2e"}
+    label_key = re.search(r'GPU_NODE_LABEL_KEY="([^"]+)"', script)
+    assert label_key is not None
+    text = re.sub(r"\$\{GPU_NODE_LABEL_KEY//\\/+/~1\}",
+                  label_key.group(1).replace("/", "~1"), patch)
+    text = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], text)
+    operations = json.loads(text.replace('\\"', '"'))
+    args = [op["value"] for op in operations if op["path"].endswith("/args/-")]
+    assert args == ["--fake-gpus=2", "--fake-gpu-memory=16384Mi"]
+    parsed = build_parser().parse_args(["node-agent", *args])
+    assert (parsed.fake_gpus, parsed.fake_gpu_memory) == (2, "16384Mi")
+    (selector,) = [op for op in operations if "/nodeSelector/" in op["path"]]
+    kind = yaml.safe_load((ROOT / "hack" / "kind-config.yaml").read_text())
+    workers = [n.get("labels") or {} for n in kind["nodes"] if n["role"] == "worker"]
+    key = selector["path"].rsplit("/", 1)[1].replace("~1", "/")
+    assert workers and all(labels.get(key) == selector["value"] for labels in workers)
+    daemonset = yaml.safe_load((ROOT / "conf" / "deploy" / "node-agent" / "40-daemonset.yaml")
+                               .read_text())
+    assert re.search(rf'AGENT="{daemonset["metadata"]["name"]}"', script)
+    assert "nodeSelector" in daemonset["spec"]["template"]["spec"]  # the patch adds a key to it
+    assert 'conf/gpushare.conf' in script
+    assert device_support(load_conf(ROOT / "conf" / "gpushare.conf")).config.gpu_sharing
     assert "set -euo pipefail" in script and "trap cleanup EXIT" in script
 
 
