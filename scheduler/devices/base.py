@@ -81,6 +81,8 @@ class DeviceConfig:
     """The target workload of ``fgd``: ``{cpu, gpuMilli, gpus, models, count}`` entries."""
     finegrained_policy_args: tuple[tuple[str, Any], ...] = ()
     """The arguments of a policy that takes some (``fgd-learned``), as (name, value)."""
+    exclusive_rules: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """vGPU exclusivity rules (``deviceshare.GPUExclusiveRules``), each as sorted label pairs."""
 
     @property
     def names(self) -> VGpuNames:
@@ -117,6 +119,7 @@ def config_from_args(*args: Any) -> DeviceConfig:
         finegrained_target=tuple(first("finegrained_target", ())),
         finegrained_policy_args=tuple(sorted(
             (first("finegrained_policy_args", None) or {}).items())),
+        exclusive_rules=tuple(first("exclusive_rules", None) or ()),
     )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -48,6 +48,7 @@ from scheduler.devices.codec import (
     encode_pod_devices,
     parse_register,
 )
+from scheduler.devices.exclusive import ExclusiveRules, matching_rules, task_labels
 from scheduler.devices.names import VGpuNames
 from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest, vgpu_request
 from scheduler.devices.usage import VGpuRecord, vgpu_record
@@ -77,10 +78,12 @@ class VGpuCard:
     used_mem: int = 0
     used_cores: int = 0
     groups: Counter[str] = field(default_factory=Counter)
+    exclusive: Counter[int] = field(default_factory=Counter)
+    """Exclusivity rule → vGPUs on this card held by pods matching it."""
 
     def copy(self) -> VGpuCard:
         return VGpuCard(self.info, self.used_num, self.used_mem, self.used_cores,
-                        Counter(self.groups))
+                        Counter(self.groups), Counter(self.exclusive))
 
     @property
     def free_memory(self) -> int:
@@ -114,6 +117,9 @@ def _refusal(card: VGpuCard, need: VGpuContainerRequest, request: VGpuRequest) -
         return f"mode is not {request.mode}"
     if card.used_num >= info.split:
         return "all share slots used"
+    if request.exclusive and any(card.exclusive.get(rule) for rule in request.exclusive):
+        # gpuexclusive.go FilterNode/Allocate: such a card is capped at its used count.
+        return "held by a pod of the same exclusivity rule"
     if request.spread_group and card.groups.get(request.spread_group):
         return "already used by the same PodGroup"
     if card.free_memory < need.memory_on(info.memory):
@@ -145,6 +151,12 @@ class VGpuDevices:
     charges: dict[TaskID, tuple[tuple[str, int, int, str], ...]] = field(default_factory=dict)
     pods: dict[TaskID, str] = field(default_factory=dict)
     """The namespace/name of each pod charged here (named when a card is overbooked)."""
+    rules: ExclusiveRules = ()
+    """``deviceshare.GPUExclusiveRules``; they act only when :attr:`exclusive_mode`."""
+    exclusive_mode: bool = True
+    """Whether the node's cards run in HAMi-core mode, the only mode the rules act in."""
+    matched: dict[TaskID, frozenset[int]] = field(default_factory=dict)
+    """The exclusivity rules each pod charged here matches (only pods matching some)."""
 
     def _card(self, uuid: str) -> VGpuCard | None:
         return next((card for card in self.cards if card.info.uuid == uuid), None)
@@ -212,10 +224,15 @@ class VGpuDevices:
 
     def sub_task(self, task: TaskInfo) -> None:
         self.pods.pop(task.uid, None)
+        rules = self.matched.pop(task.uid, frozenset())
         for uuid, memory, cores, group in self.charges.pop(task.uid, ()):
             card = self._card(uuid)
             if card is None:
                 continue
+            for rule in rules:
+                card.exclusive[rule] -= 1
+                if card.exclusive[rule] <= 0:
+                    del card.exclusive[rule]
             card.used_num -= 1
             card.used_mem -= memory
             card.used_cores -= cores
@@ -225,10 +242,15 @@ class VGpuDevices:
                     del card.groups[group]
 
     def _charge(self, task: TaskInfo, charges: tuple[tuple[str, int, int, str], ...]) -> None:
+        rules = self.task_rules(task)
+        if rules:
+            self.matched[task.uid] = rules
         for uuid, memory, cores, group in charges:
             card = self._card(uuid)
             if card is None:
                 continue
+            for rule in rules:
+                card.exclusive[rule] += 1
             card.used_num += 1
             card.used_mem += memory
             card.used_cores += cores
@@ -241,6 +263,12 @@ class VGpuDevices:
         if self.reporter is not None:
             self.reporter.warn(DeviceWarning(kind="Pod", name=task.name, namespace=task.namespace,
                                              uid=str(task.uid), message=message, reason=reason))
+
+    def task_rules(self, task: TaskInfo) -> frozenset[int]:
+        """The exclusivity rules ``task`` matches here (none where the rules do not act)."""
+        if not self.rules or not self.exclusive_mode:
+            return frozenset()
+        return matching_rules(task_labels(task), self.rules)
 
     # -- fitting ------------------------------------------------------------------------
     def _order(self, cards: list[VGpuCard]) -> list[VGpuCard]:
@@ -300,13 +328,19 @@ class VGpuDevices:
                 f"{need.describe()}, {found} of {len(self.cards)} card(s) fit ({detail})")
 
     def filter_node(self, task: TaskInfo, request: VGpuRequest) -> DeviceFit:
-        plan = self._plan(request)
+        plan = self._plan(self._scoped(request))
         if isinstance(plan, str):
             return DeviceFit(Status.unschedulable(plan))
         return DeviceFit(score=plan.score)
 
+    def _scoped(self, request: VGpuRequest) -> VGpuRequest:
+        """``request`` as this node sees it: exclusivity rules only act in HAMi-core mode."""
+        if request.exclusive and not self.exclusive_mode:
+            return replace(request, exclusive=frozenset())
+        return request
+
     def allocate(self, task: TaskInfo, request: VGpuRequest, *, now: float) -> dict[str, str]:
-        plan = self._plan(request)
+        plan = self._plan(self._scoped(request))
         if isinstance(plan, str):
             raise DeviceError(plan)
         self.sub_task(task)
@@ -347,7 +381,8 @@ class VGpuDevices:
     def clone(self) -> VGpuDevices:
         return VGpuDevices(node_name=self.node_name, cards=[c.copy() for c in self.cards],
                            names=self.names, policy=self.policy, reporter=self.reporter,
-                           charges=dict(self.charges), pods=dict(self.pods))
+                           charges=dict(self.charges), pods=dict(self.pods), rules=self.rules,
+                           exclusive_mode=self.exclusive_mode, matched=dict(self.matched))
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,10 +428,16 @@ class VGpuFamily:
             seen.add(info.uuid)
             cards.append(VGpuCard(info))
         return VGpuDevices(node_name=node.name, cards=cards, names=names,
-                           policy=self.config.policy, reporter=self.reporter)
+                           policy=self.config.policy, reporter=self.reporter,
+                           rules=self.config.exclusive_rules)
 
     def parse_request(self, task: TaskInfo) -> VGpuRequest | None:
-        return vgpu_request(task, self.config.names)
+        request = vgpu_request(task, self.config.names)
+        if request is not None and self.config.exclusive_rules:
+            rules = matching_rules(task_labels(task), self.config.exclusive_rules)
+            if rules:
+                request = replace(request, exclusive=rules)
+        return request
 
     def vector_fit(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         mask = columns[COL_USABLE] >= request.max_number
