@@ -102,6 +102,10 @@ class DeviceShareArgs:
     finegrained_target: tuple[Any, ...] = arg("deviceshare.FineGrainedTargetWorkload", ())
     finegrained_policy_args: Any = arg("deviceshare.FineGrainedPolicyArguments", None)
     """Ours: ``{name: value}`` arguments of a policy that takes some (``fgd-learned``)."""
+    geometries_cm_name: str = arg("deviceshare.KnownGeometriesCMName",
+                                  "volcano-vgpu-device-config")
+    geometries_cm_namespace: str = arg("deviceshare.KnownGeometriesCMNamespace", "kube-system")
+    """Where Volcano's device ConfigMap (MIG geometries, ``gpuMemoryFactor``) is read."""
     exclusive_rules: Any = arg("deviceshare.GPUExclusiveRules", None)
     """Volcano's vGPU exclusivity rules: a list of label maps (:mod:`.exclusive`)."""
     notes: tuple[str, ...] = notes_field()

@@ -49,6 +49,15 @@ from scheduler.devices.codec import (
     parse_register,
 )
 from scheduler.devices.exclusive import ExclusiveRules, matching_rules, task_labels
+from scheduler.devices.mig import (
+    Geometry,
+    MigUsage,
+    add_used,
+    card_uuid,
+    decode_mig_id,
+    find_match,
+    sub_used,
+)
 from scheduler.devices.names import VGpuNames
 from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest, vgpu_request
 from scheduler.devices.usage import VGpuRecord, vgpu_record
@@ -62,6 +71,7 @@ COL_FREE = "vgpu.max_free_memory"
 COL_CARDS = "vgpu.registered_cards"
 MAX_CORES = 100
 INVALID_ANNOTATION = "InvalidDeviceAnnotation"
+MIG = "mig"
 OVERBOOKED = "DeviceOverbooked"
 
 
@@ -80,10 +90,14 @@ class VGpuCard:
     groups: Counter[str] = field(default_factory=Counter)
     exclusive: Counter[int] = field(default_factory=Counter)
     """Exclusivity rule → vGPUs on this card held by pods matching it."""
+    templates: tuple[Geometry, ...] = ()
+    """The MIG geometries of a card registered in ``mig`` mode (:mod:`.mig`)."""
+    mig: MigUsage = field(default_factory=MigUsage)
 
     def copy(self) -> VGpuCard:
         return VGpuCard(self.info, self.used_num, self.used_mem, self.used_cores,
-                        Counter(self.groups), Counter(self.exclusive))
+                        Counter(self.groups), Counter(self.exclusive), self.templates,
+                        self.mig.copy())
 
     @property
     def free_memory(self) -> int:
@@ -157,8 +171,14 @@ class VGpuDevices:
     """Whether the node's cards run in HAMi-core mode, the only mode the rules act in."""
     matched: dict[TaskID, frozenset[int]] = field(default_factory=dict)
     """The exclusivity rules each pod charged here matches (only pods matching some)."""
+    mig_mode: bool = False
+    """The node shares its cards by MIG instance (its last card is a ``mig`` card whose type
+    the device ConfigMap's geometries name), else by HAMi-core."""
+    memory_factor: int = 1
+    """``gpuMemoryFactor`` of the device ConfigMap (MIG only)."""
 
     def _card(self, uuid: str) -> VGpuCard | None:
+        uuid = card_uuid(uuid)
         return next((card for card in self.cards if card.info.uuid == uuid), None)
 
     # -- accounting ---------------------------------------------------------------------
@@ -177,7 +197,8 @@ class VGpuDevices:
                                  f"usage is ignored", reason="GPUIndexOutOfRange")
                 continue
             charges.append((device.uuid, device.memory, device.cores, str(task.job)))
-        before = {uuid: self._excess(card) for uuid in dict.fromkeys(c[0] for c in charges)
+        before = {card_uuid(uuid): self._excess(card)
+                  for uuid in dict.fromkeys(c[0] for c in charges)
                   if (card := self._card(uuid)) is not None}
         self._charge(task, tuple(charges))
         for uuid, excess in before.items():
@@ -215,7 +236,7 @@ class VGpuDevices:
         if not excess or self.reporter is None:
             return
         pods = sorted(self.pods[uid] for uid, charges in self.charges.items()
-                      if uid in self.pods and any(c[0] == uuid for c in charges))
+                      if uid in self.pods and any(card_uuid(c[0]) == uuid for c in charges))
         self.reporter.warn(DeviceWarning(
             kind="Node", name=self.node_name, reason=OVERBOOKED,
             message=f"node {self.node_name}: vGPU card {uuid} is overbooked by the pods bound "
@@ -233,6 +254,8 @@ class VGpuDevices:
                 card.exclusive[rule] -= 1
                 if card.exclusive[rule] <= 0:
                     del card.exclusive[rule]
+            if self.mig_mode and (instance := decode_mig_id(uuid)) is not None:
+                sub_used(card.mig, card.templates, *instance)
             card.used_num -= 1
             card.used_mem -= memory
             card.used_cores -= cores
@@ -245,10 +268,15 @@ class VGpuDevices:
         rules = self.task_rules(task)
         if rules:
             self.matched[task.uid] = rules
+        charged = []
         for uuid, memory, cores, group in charges:
             card = self._card(uuid)
             if card is None:
+                charged.append((uuid, memory, cores, group))
                 continue
+            if self.mig_mode:
+                memory = self._mig_charge(task, card, uuid, memory)
+            charged.append((uuid, memory, cores, group))
             for rule in rules:
                 card.exclusive[rule] += 1
             card.used_num += 1
@@ -256,8 +284,22 @@ class VGpuDevices:
             card.used_cores += cores
             if _present(group, memory, cores):
                 card.groups[group] += 1
-        self.charges[task.uid] = charges
+        self.charges[task.uid] = tuple(charged)
         self.pods[task.uid] = task.key
+
+    def _mig_charge(self, task: TaskInfo, card: VGpuCard, device_id: str, memory: int) -> int:
+        """The MiB a MIG instance charges to ``card`` (``MIGFactory.AddPod``: the instance's
+        memory, divided by the memory factor). An id that names no instance keeps the
+        recorded MiB, with a warning (Volcano would not count the pod at all)."""
+        instance = decode_mig_id(device_id)
+        held = add_used(card.mig, card.templates, *instance) if instance is not None else 0
+        if not held:
+            self._warn(task, f"pod {task.key} on node {self.node_name} holds {device_id!r}, "
+                             f"which names no MIG instance of the card's geometries; its "
+                             f"recorded {memory} MiB are counted instead",
+                       reason=INVALID_ANNOTATION)
+            return memory
+        return held // self.memory_factor if self.memory_factor > 1 else held
 
     def _warn(self, task: TaskInfo, message: str, *, reason: str = "DeviceWarning") -> None:
         if self.reporter is not None:
@@ -304,17 +346,35 @@ class VGpuDevices:
                     refusals[reason] += 1
                     continue
                 memory = need.memory_on(card.info.memory)
+                device_id, charged = card.info.uuid, memory
+                if self.mig_mode:
+                    instance = self._mig_fit(card, memory)
+                    if instance is None:
+                        refusals["no MIG instance fits"] += 1
+                        continue
+                    device_id, charged = instance
                 card.used_num += 1
-                card.used_mem += memory
+                card.used_mem += charged
                 card.used_cores += need.cores
-                if _present(request.spread_group, memory, need.cores):
+                if _present(request.spread_group, charged, need.cores):
                     card.groups[request.spread_group] += 1
                 score += self._card_score(card)
-                chosen.append(ContainerDevice(card.info.uuid, NVIDIA, memory, need.cores))
+                chosen.append(ContainerDevice(device_id, NVIDIA, memory, need.cores))
             if len(chosen) < need.number:
                 return self._reason(request, position, need, len(chosen), refusals)
             out.append(chosen)
         return _Plan(out, score)
+
+    def _mig_fit(self, card: VGpuCard, memory: int) -> tuple[str, int] | None:
+        """``MIGFactory.TryAddPod``: the instance id and the MiB it charges, without marking
+        the instance used (only an allocation does, so two containers of one pod may be
+        offered the same instance, as in Volcano)."""
+        factor = self.memory_factor
+        match = find_match(card.info.uuid, memory * factor if factor > 1 else memory,
+                           card.mig, card.templates)
+        if match is None:
+            return None
+        return match[0], match[1] // factor if factor > 1 else match[1]
 
     def _reason(self, request: VGpuRequest, position: int, need: VGpuContainerRequest,
                 found: int, refusals: Counter[str]) -> str:
@@ -382,7 +442,8 @@ class VGpuDevices:
         return VGpuDevices(node_name=self.node_name, cards=[c.copy() for c in self.cards],
                            names=self.names, policy=self.policy, reporter=self.reporter,
                            charges=dict(self.charges), pods=dict(self.pods), rules=self.rules,
-                           exclusive_mode=self.exclusive_mode, matched=dict(self.matched))
+                           exclusive_mode=self.exclusive_mode, matched=dict(self.matched),
+                           mig_mode=self.mig_mode, memory_factor=self.memory_factor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,16 +481,24 @@ class VGpuFamily:
             return None
         cards: list[VGpuCard] = []
         seen: set[str] = set()
+        settings = self.config.vgpu_settings
+        mig_mode = False
         for info in registered:
+            # decodeNodeDevices: the node's mode is that of its last entry; a mig card whose
+            # type no known geometry names counts as HAMi-core.
+            templates = settings.geometries_for(info.type) \
+                if info.mode == MIG and names.profile == "volcano" else None
+            mig_mode = templates is not None
             if info.uuid in seen:
                 self._node_warning(node.name, f"node {node.name} registers GPU {info.uuid} more "
                                               f"than once; only the first entry is used")
                 continue
             seen.add(info.uuid)
-            cards.append(VGpuCard(info))
+            cards.append(VGpuCard(info, templates=templates or ()))
         return VGpuDevices(node_name=node.name, cards=cards, names=names,
                            policy=self.config.policy, reporter=self.reporter,
-                           rules=self.config.exclusive_rules)
+                           rules=self.config.exclusive_rules, exclusive_mode=not mig_mode,
+                           mig_mode=mig_mode, memory_factor=settings.memory_factor)
 
     def parse_request(self, task: TaskInfo) -> VGpuRequest | None:
         request = vgpu_request(task, self.config.names)
