@@ -16,42 +16,25 @@ What bound pods hold is read from their device lists entry by entry (:func:`.usa
 a bad entry is reported and left out, the others stay charged. Bound pods are charged as they
 are even when together they exceed a card (memory, cores or share count); the node then gets
 one warning naming the card and the pods, and the card takes no new pod.
+
+A MIG node (:mod:`.mig`) hands out MIG instances instead of HAMi-core shares; exclusivity
+rules (:mod:`.exclusive`) keep pods of one rule off each other's cards on HAMi-core nodes.
+The family object that builds these ledgers is :mod:`.vgpu_family`; one card's state and
+refusal rules are :mod:`.vgpu_card`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
 
-import numpy as np
-
-from scheduler.api.node import NodeInfo
-from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID
-from scheduler.devices.base import (
-    DeviceConfig,
-    DeviceError,
-    DeviceFit,
-    DeviceWarning,
-    Reporter,
-    task_annotations,
-)
-from scheduler.devices.codec import (
-    NVIDIA,
-    CodecError,
-    ContainerDevice,
-    RegisteredCard,
-    encode_pod_devices,
-    parse_register,
-)
+from scheduler.devices.base import DeviceError, DeviceFit, DeviceWarning, Reporter, task_annotations
+from scheduler.devices.codec import NVIDIA, ContainerDevice, encode_pod_devices
 from scheduler.devices.exclusive import ExclusiveRules, matching_rules, task_labels
 from scheduler.devices.mig import (
-    Geometry,
-    MigUsage,
     add_used,
     card_uuid,
     decode_mig_id,
@@ -59,92 +42,20 @@ from scheduler.devices.mig import (
     sub_used,
 )
 from scheduler.devices.names import VGpuNames
-from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest, vgpu_request
+from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest
 from scheduler.devices.usage import VGpuRecord, vgpu_record
+from scheduler.devices.vgpu_card import MAX_CORES, VGpuCard, present, refusal
 
-__all__ = ["REASON_PREFIX", "VGpuCard", "VGpuDevices", "VGpuFamily"]
+__all__ = ["REASON_PREFIX", "VGpuCard", "VGpuDevices"]
 
 NAME = "hamivgpu"
 REASON_PREFIX = "hami-vgpuDeviceSharing error"
 COL_USABLE = "vgpu.usable_cards"
 COL_FREE = "vgpu.max_free_memory"
 COL_CARDS = "vgpu.registered_cards"
-MAX_CORES = 100
 INVALID_ANNOTATION = "InvalidDeviceAnnotation"
 MIG = "mig"
 OVERBOOKED = "DeviceOverbooked"
-
-
-def _present(group: str, memory: int, cores: int) -> bool:
-    """Whether a pod's vGPU on a card counts for its PodGroup's spread policy: Volcano's
-    ``deviceHasPodFromSameGroup`` ignores a same-group pod that holds 0 MiB and 0 cores."""
-    return bool(group) and (memory > 0 or cores > 0)
-
-
-@dataclass(slots=True)
-class VGpuCard:
-    info: RegisteredCard
-    used_num: int = 0
-    used_mem: int = 0
-    used_cores: int = 0
-    groups: Counter[str] = field(default_factory=Counter)
-    exclusive: Counter[int] = field(default_factory=Counter)
-    """Exclusivity rule → vGPUs on this card held by pods matching it."""
-    templates: tuple[Geometry, ...] = ()
-    """The MIG geometries of a card registered in ``mig`` mode (:mod:`.mig`)."""
-    mig: MigUsage = field(default_factory=MigUsage)
-
-    def copy(self) -> VGpuCard:
-        return VGpuCard(self.info, self.used_num, self.used_mem, self.used_cores,
-                        Counter(self.groups), Counter(self.exclusive), self.templates,
-                        self.mig.copy())
-
-    @property
-    def free_memory(self) -> int:
-        return max(self.info.memory - self.used_mem, 0)
-
-    @property
-    def open(self) -> bool:
-        """Healthy with a free slot and cores left: could take at least some request."""
-        return (self.info.healthy and self.used_num < self.info.split
-                and self.used_cores < MAX_CORES)
-
-
-def _refusal(card: VGpuCard, need: VGpuContainerRequest, request: VGpuRequest) -> str | None:
-    """Why ``card`` cannot take one vGPU of ``need`` (None: it can)."""
-    info = card.info
-    if not info.healthy:
-        return "unhealthy"
-    if request.use_uuids and info.uuid not in request.use_uuids:
-        return "not in the allowed UUID list"
-    if info.uuid in request.nouse_uuids:
-        return "in the excluded UUID list"
-    card_type = info.type.lower()
-    # Volcano's checkGPUtype: an allow list, when given, is the whole rule (the deny list is
-    # not consulted then).
-    if request.use_types:
-        if not any(t in card_type for t in request.use_types):
-            return "type not allowed"
-    elif any(t in card_type for t in request.nouse_types):
-        return "type excluded"
-    if request.mode and request.mode != info.mode:
-        return f"mode is not {request.mode}"
-    if card.used_num >= info.split:
-        return "all share slots used"
-    if request.exclusive and any(card.exclusive.get(rule) for rule in request.exclusive):
-        # gpuexclusive.go FilterNode/Allocate: such a card is capped at its used count.
-        return "held by a pod of the same exclusivity rule"
-    if request.spread_group and card.groups.get(request.spread_group):
-        return "already used by the same PodGroup"
-    if card.free_memory < need.memory_on(info.memory):
-        return "insufficient memory"
-    if card.used_cores + need.cores > MAX_CORES:
-        return "insufficient cores"
-    if need.cores == MAX_CORES and card.used_num > 0:
-        return "exclusive use impossible on a shared card"
-    if card.used_cores >= MAX_CORES and need.cores == 0:
-        return "cores fully used"
-    return None
 
 
 @dataclass(slots=True)
@@ -259,7 +170,7 @@ class VGpuDevices:
             card.used_num -= 1
             card.used_mem -= memory
             card.used_cores -= cores
-            if _present(group, memory, cores):
+            if present(group, memory, cores):
                 card.groups[group] -= 1
                 if card.groups[group] <= 0:
                     del card.groups[group]
@@ -282,7 +193,7 @@ class VGpuDevices:
             card.used_num += 1
             card.used_mem += memory
             card.used_cores += cores
-            if _present(group, memory, cores):
+            if present(group, memory, cores):
                 card.groups[group] += 1
         self.charges[task.uid] = tuple(charged)
         self.pods[task.uid] = task.key
@@ -341,7 +252,7 @@ class VGpuDevices:
             for card in self._order(work):
                 if len(chosen) == need.number:
                     break
-                reason = _refusal(card, need, request)
+                reason = refusal(card, need, request)
                 if reason is not None:
                     refusals[reason] += 1
                     continue
@@ -356,7 +267,7 @@ class VGpuDevices:
                 card.used_num += 1
                 card.used_mem += charged
                 card.used_cores += need.cores
-                if _present(request.spread_group, charged, need.cores):
+                if present(request.spread_group, charged, need.cores):
                     card.groups[request.spread_group] += 1
                 score += self._card_score(card)
                 chosen.append(ContainerDevice(device_id, NVIDIA, memory, need.cores))
@@ -444,100 +355,3 @@ class VGpuDevices:
                            charges=dict(self.charges), pods=dict(self.pods), rules=self.rules,
                            exclusive_mode=self.exclusive_mode, matched=dict(self.matched),
                            mig_mode=self.mig_mode, memory_factor=self.memory_factor)
-
-
-@dataclass(frozen=True, slots=True)
-class VGpuFamily:
-    config: DeviceConfig
-    reporter: Reporter
-    NAME: ClassVar[str] = NAME
-    COLUMNS: ClassVar[tuple[str, ...]] = (COL_USABLE, COL_FREE, COL_CARDS)
-
-    def _node_warning(self, node: str, message: str) -> None:
-        self.reporter.warn(DeviceWarning(kind="Node", name=node, message=message,
-                                         reason="InvalidDeviceRegistration"))
-
-    def _has_resources(self, node: NodeInfo) -> bool:
-        status = node.node.get("status") or {}
-        values = status.get("allocatable") or status.get("capacity") or {}
-        for name in self.config.names.node_resources:
-            try:
-                if parse_quantity(values.get(name, 0)) <= 0:
-                    return False
-            except QuantityError:
-                return False
-        return True
-
-    def build(self, node: NodeInfo) -> VGpuDevices | None:
-        names = self.config.names
-        text = node.annotations.get(names.register)
-        if text is None or not self._has_resources(node):
-            return None
-        try:
-            registered = parse_register(str(text), json_format=names.register_json)
-        except CodecError as exc:
-            self._node_warning(node.name, f"node {node.name} has a malformed {names.register} "
-                                          f"annotation ({exc}); it is treated as having no vGPU")
-            return None
-        cards: list[VGpuCard] = []
-        seen: set[str] = set()
-        settings = self.config.vgpu_settings
-        mig_mode = False
-        for info in registered:
-            # decodeNodeDevices: the node's mode is that of its last entry; a mig card whose
-            # type no known geometry names counts as HAMi-core.
-            templates = settings.geometries_for(info.type) \
-                if info.mode == MIG and names.profile == "volcano" else None
-            mig_mode = templates is not None
-            if info.uuid in seen:
-                self._node_warning(node.name, f"node {node.name} registers GPU {info.uuid} more "
-                                              f"than once; only the first entry is used")
-                continue
-            seen.add(info.uuid)
-            cards.append(VGpuCard(info, templates=templates or ()))
-        return VGpuDevices(node_name=node.name, cards=cards, names=names,
-                           policy=self.config.policy, reporter=self.reporter,
-                           rules=self.config.exclusive_rules, exclusive_mode=not mig_mode,
-                           mig_mode=mig_mode, memory_factor=settings.memory_factor)
-
-    def parse_request(self, task: TaskInfo) -> VGpuRequest | None:
-        request = vgpu_request(task, self.config.names)
-        if request is not None and self.config.exclusive_rules:
-            rules = matching_rules(task_labels(task), self.config.exclusive_rules)
-            if rules:
-                request = replace(request, exclusive=rules)
-        return request
-
-    def vector_fit(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        mask = columns[COL_USABLE] >= request.max_number
-        if request.max_memory:
-            mask &= columns[COL_FREE] >= request.max_memory
-        return np.asarray(mask)
-
-    def vector_reasons(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]
-                       ) -> list[tuple[np.ndarray, str]]:
-        out = [(columns[COL_CARDS] <= 0, f"{REASON_PREFIX}: node(s) had no registered vGPU "
-                                         f"card ({self.config.names.register})"),
-               (columns[COL_USABLE] < request.max_number,
-                f"{REASON_PREFIX}: node(s) had fewer than {request.max_number} shareable vGPU "
-                f"card(s)")]
-        if request.max_memory:
-            out.append((columns[COL_FREE] < request.max_memory,
-                        f"{REASON_PREFIX}: no vGPU card of the node has {request.max_memory} "
-                        f"MiB free"))
-        return out
-
-    def lock_name(self, request: VGpuRequest) -> str | None:
-        return self.config.names.lock if self.config.node_lock else None
-
-    @property
-    def binding_keys(self) -> tuple[str, ...]:
-        return self.config.names.binding_keys
-
-    @property
-    def ignored_resources(self) -> frozenset[str]:
-        return self.config.names.ignored_resources
-
-    @property
-    def resource_dims(self) -> frozenset[str]:
-        return frozenset({self.config.names.count})
