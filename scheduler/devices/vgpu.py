@@ -87,6 +87,9 @@ class VGpuDevices:
     the device ConfigMap's geometries name), else by HAMi-core."""
     memory_factor: int = 1
     """``gpuMemoryFactor`` of the device ConfigMap (MIG only)."""
+    requested: dict[TaskID, int] = field(default_factory=dict)
+    """On a MIG node, the MiB each pod's device list records (its charges hold the
+    instances' MiB): Volcano's ``AddQueueResource`` counts these."""
 
     def _card(self, uuid: str) -> VGpuCard | None:
         uuid = card_uuid(uuid)
@@ -156,6 +159,7 @@ class VGpuDevices:
 
     def sub_task(self, task: TaskInfo) -> None:
         self.pods.pop(task.uid, None)
+        self.requested.pop(task.uid, None)
         rules = self.matched.pop(task.uid, frozenset())
         for uuid, memory, cores, group in self.charges.pop(task.uid, ()):
             card = self._card(uuid)
@@ -197,6 +201,8 @@ class VGpuDevices:
                 card.groups[group] += 1
         self.charges[task.uid] = tuple(charged)
         self.pods[task.uid] = task.key
+        if self.mig_mode:  # the queue counts what the pod asked for, not the instance
+            self.requested[task.uid] = sum(memory for _, memory, _, _ in charges)
 
     def _mig_charge(self, task: TaskInfo, card: VGpuCard, device_id: str, memory: int) -> int:
         """The MiB a MIG instance charges to ``card`` (``MIGFactory.AddPod``: the instance's
@@ -334,7 +340,10 @@ class VGpuDevices:
         charges = self.charges.get(task.uid)
         if not charges:
             return {}
-        return {self.names.memory: 1000.0 * sum(memory for _, memory, _, _ in charges),
+        memory = self.requested.get(task.uid)
+        if memory is None:
+            memory = sum(memory for _, memory, _, _ in charges)
+        return {self.names.memory: 1000.0 * memory,
                 self.names.cores: 1000.0 * sum(cores for _, _, cores, _ in charges)}
 
     # -- summaries ----------------------------------------------------------------------
@@ -354,4 +363,5 @@ class VGpuDevices:
                            names=self.names, policy=self.policy, reporter=self.reporter,
                            charges=dict(self.charges), pods=dict(self.pods), rules=self.rules,
                            exclusive_mode=self.exclusive_mode, matched=dict(self.matched),
-                           mig_mode=self.mig_mode, memory_factor=self.memory_factor)
+                           mig_mode=self.mig_mode, memory_factor=self.memory_factor,
+                           requested=dict(self.requested))

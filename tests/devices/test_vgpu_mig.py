@@ -131,6 +131,8 @@ def test_add_and_sub_pod_with_memory_factor(factor: int, charged: int) -> None:
     ledger._charge(pod, (("gpu-1234[group1-0]", 10, 50, ""),))
     assert (card.used_num, card.used_mem, card.used_cores) == (1, charged, 50)
     assert card.mig.used == {"1g.10gb": [0]} and card.mig.index == 0
+    # AddQueueResource counts the 10 MiB the device list records (device_info.go)
+    assert ledger.queue_resources(pod)["volcano.sh/vgpu-memory"] == 10_000.0
     ledger.sub_task(pod)
     assert (card.used_num, card.used_mem, card.used_cores) == (0, 0, 0)
     assert card.mig.used == {}
