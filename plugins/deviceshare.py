@@ -42,6 +42,7 @@ from scheduler.devices.base import (
     config_from_args,
     lock_owner,
 )
+from scheduler.devices.exclusive import parse_exclusive_rules
 from scheduler.devices.finegrained.placement import (
     LEARNING_POLICIES,
     PLACEMENT_POLICIES,
@@ -101,9 +102,16 @@ class DeviceShareArgs:
     finegrained_target: tuple[Any, ...] = arg("deviceshare.FineGrainedTargetWorkload", ())
     finegrained_policy_args: Any = arg("deviceshare.FineGrainedPolicyArguments", None)
     """Ours: ``{name: value}`` arguments of a policy that takes some (``fgd-learned``)."""
+    geometries_cm_name: str = arg("deviceshare.KnownGeometriesCMName",
+                                  "volcano-vgpu-device-config")
+    geometries_cm_namespace: str = arg("deviceshare.KnownGeometriesCMNamespace", "kube-system")
+    """Where Volcano's device ConfigMap (MIG geometries, ``gpuMemoryFactor``) is read."""
+    exclusive_rules: Any = arg("deviceshare.GPUExclusiveRules", None)
+    """Volcano's vGPU exclusivity rules: a list of label maps (:mod:`.exclusive`)."""
     notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
+        _check_exclusive(self)
         if self.weight < 0:
             # Volcano adds the device score only while ScheduleWeight > 0.
             note(self, f"argument 'deviceshare.ScheduleWeight' is {self.weight}: device scores "
@@ -128,6 +136,17 @@ class DeviceShareArgs:
                 "deviceshare.VGPUEnable",
                 "gpu-share and vgpu can't be used together (deviceshare.GPUSharingEnable or "
                 "deviceshare.GPUNumberEnable with deviceshare.VGPUEnable)")
+
+
+def _check_exclusive(args: DeviceShareArgs) -> None:
+    rules, warnings = parse_exclusive_rules(args.exclusive_rules)
+    for warning in warnings:
+        note(args, warning)
+    if rules and not args.vgpu:
+        note(args, "argument 'deviceshare.GPUExclusiveRules' acts on vGPU cards only, and "
+                   "deviceshare.VGPUEnable is not true here; the rules apply only if "
+                   "predicate.VGPUEnable turns vGPU on")
+    object.__setattr__(args, "exclusive_rules", rules)
 
 
 def _check_placement(args: DeviceShareArgs) -> None:

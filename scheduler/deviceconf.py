@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,18 +27,20 @@ from scheduler.devices.base import (
     DeviceConfig,
     DeviceFamily,
     DeviceRequestError,
+    DeviceWarning,
     Reporter,
     config_from_args,
     lock_owner,
 )
+from scheduler.devices.mig import CONFIG_KEY, VGpuSettings, parse_device_config
 from scheduler.devices.node.nodelock import NodeAccess, NodeLocker, NodeLockError
 from scheduler.devices.registry import NodeDevicesBuilder, enabled_families
 
 if TYPE_CHECKING:
     from scheduler.cache.cache import SchedulerCache
 
-__all__ = ["DeviceSupport", "NodeLockHooks", "device_config", "device_support",
-           "with_device_plugin"]
+__all__ = ["DeviceSupport", "NodeLockHooks", "device_config", "device_config_map_path",
+           "device_support", "with_device_plugin"]
 
 log = structlog.get_logger("lahar.devices")
 
@@ -155,8 +157,62 @@ class DeviceSupport:
         cache.post_bind_hooks.append(hooks.after_bind)
 
 
-def device_support(conf: SchedulerConf, *, reporter: Reporter | None = None) -> DeviceSupport:
+def device_support(conf: SchedulerConf, *, reporter: Reporter | None = None,
+                   config_maps: Iterable[Mapping[str, Any]] = ()) -> DeviceSupport:
+    """The device families of ``conf``. ``config_maps`` may hold Volcano's device ConfigMap
+    (the one ``deviceshare.KnownGeometriesCMName``/``Namespace`` name); it is read once, as
+    Volcano reads it when its plugin starts."""
     config = device_config(conf)
     reporter = reporter or Reporter()
+    config_maps = list(config_maps)
+    if config.vgpu:
+        config = dataclasses.replace(config, vgpu_settings=_vgpu_settings(config, config_maps,
+                                                                           reporter))
+    namespace, name = config.geometries_config_map
+    for obj in config_maps:
+        meta = obj.get("metadata") or {}
+        where = (str(meta.get("namespace") or "default"), str(meta.get("name")))
+        if not config.vgpu or where != (namespace, name):
+            reporter.warn(DeviceWarning(
+                kind="ConfigMap", name=where[1], namespace=where[0], reason="IgnoredConfigMap",
+                message=f"ConfigMap {where[0]}/{where[1]} is not read: the only ConfigMap "
+                        f"the scheduler reads is the vGPU device config {namespace}/{name}, "
+                        f"with deviceshare.VGPUEnable"))
     families = enabled_families(config, reporter) if config.any_enabled else []
     return DeviceSupport(config=config, families=families, reporter=reporter)
+
+
+def _vgpu_settings(config: DeviceConfig, config_maps: Iterable[Mapping[str, Any]],
+                   reporter: Reporter) -> VGpuSettings:
+    namespace, name = config.geometries_config_map
+    for obj in config_maps:
+        meta = obj.get("metadata") or {}
+        if meta.get("name") != name or (meta.get("namespace") or "default") != namespace:
+            continue
+        text = (obj.get("data") or {}).get(CONFIG_KEY)
+        where = f"ConfigMap {namespace}/{name}"
+        try:
+            if not isinstance(text, str):
+                raise ValueError(f"it has no data key {CONFIG_KEY}")
+            settings = parse_device_config(text, source=f"{namespace}/{name}")
+        except ValueError as exc:
+            # Volcano logs the same failure and goes on with its built-in defaults.
+            reporter.warn(DeviceWarning(
+                kind="ConfigMap", name=name, namespace=namespace, reason="InvalidDeviceConfig",
+                message=f"{where}: {exc}; the built-in vGPU defaults (no MIG geometries) "
+                        f"are used"))
+            return VGpuSettings()
+        log.info("device config read", configmap=f"{namespace}/{name}",
+                 mig_models=sum(len(k.models) for k in settings.known),
+                 memory_factor=settings.memory_factor)
+        return settings
+    return VGpuSettings()
+
+
+def device_config_map_path(conf: SchedulerConf) -> str | None:
+    """The API path of the device ConfigMap ``lahar run`` reads at start (vGPU on only)."""
+    config = device_config(conf)
+    if not config.vgpu:
+        return None
+    namespace, name = config.geometries_config_map
+    return f"/api/v1/namespaces/{namespace}/configmaps/{name}"

@@ -43,8 +43,8 @@ __all__ = [
     "parse_documents",
 ]
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device")
-_NAMESPACED = ("Pod", "PodGroup")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device", "ConfigMap")
+_NAMESPACED = ("Pod", "PodGroup", "ConfigMap")
 BUILT_IN_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 """The classes every API server creates itself, so a pod may name them without a manifest."""
 _GROUPS = {
@@ -55,6 +55,7 @@ _GROUPS = {
     "PriorityClass": ("scheduling.k8s.io/v1",),
     "Namespace": ("v1",),
     "Device": ("scheduling.koordinator.sh/v1alpha1",),
+    "ConfigMap": ("v1",),  # Volcano's device config (read by the device families)
 }
 
 

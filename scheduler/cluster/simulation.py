@@ -82,7 +82,8 @@ def _load(
 ) -> tuple[SimCluster, SchedulerCache]:
     cluster = SimCluster(clock=clock, scheduler_names=tuple(scheduler_names))
     cluster.load(manifests, take=take_manifests)
-    devices = device_support(conf)
+    devices = device_support(conf, config_maps=[m.obj for m in manifests
+                                                if m.kind == "ConfigMap"])
     cache = SchedulerCache(
         writer=cluster, scheduler_names=scheduler_names, clock=clock, **devices.cache_options()
     )

@@ -23,6 +23,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.api.resource import Resource
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
+from scheduler.devices.mig import DEFAULT_CONFIG_MAP, VGpuSettings
 from scheduler.devices.names import GPUSHARE_LOCK, PROFILES, VGpuNames
 
 __all__ = [
@@ -81,6 +82,12 @@ class DeviceConfig:
     """The target workload of ``fgd``: ``{cpu, gpuMilli, gpus, models, count}`` entries."""
     finegrained_policy_args: tuple[tuple[str, Any], ...] = ()
     """The arguments of a policy that takes some (``fgd-learned``), as (name, value)."""
+    exclusive_rules: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """vGPU exclusivity rules (``deviceshare.GPUExclusiveRules``), each as sorted label pairs."""
+    geometries_config_map: tuple[str, str] = DEFAULT_CONFIG_MAP
+    """(namespace, name) of Volcano's device ConfigMap (``deviceshare.KnownGeometriesCM*``)."""
+    vgpu_settings: VGpuSettings = VGpuSettings()
+    """What that ConfigMap says about vGPU (MIG geometries, memory factor)."""
 
     @property
     def names(self) -> VGpuNames:
@@ -117,6 +124,9 @@ def config_from_args(*args: Any) -> DeviceConfig:
         finegrained_target=tuple(first("finegrained_target", ())),
         finegrained_policy_args=tuple(sorted(
             (first("finegrained_policy_args", None) or {}).items())),
+        exclusive_rules=tuple(first("exclusive_rules", None) or ()),
+        geometries_config_map=(first("geometries_cm_namespace", DEFAULT_CONFIG_MAP[0]),
+                               first("geometries_cm_name", DEFAULT_CONFIG_MAP[1])),
     )
 
 

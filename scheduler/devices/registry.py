@@ -16,7 +16,7 @@ from scheduler.api.node import NodeInfo
 from scheduler.devices.base import DeviceConfig, DeviceFamily, Reporter
 from scheduler.devices.finegrained.family import FineGrainedFamily
 from scheduler.devices.gpushare import GpuShareFamily
-from scheduler.devices.vgpu import VGpuFamily
+from scheduler.devices.vgpu_family import VGpuFamily
 
 __all__ = ["DEVICES", "FamilyEntry", "NodeDevicesBuilder", "enabled_families"]
 

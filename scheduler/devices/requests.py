@@ -127,6 +127,8 @@ class VGpuRequest:
     mode: str = ""
     spread_group: str = ""
     """The PodGroup whose pods must not share a card (``vgpu-podgroup-policy: spread``)."""
+    exclusive: frozenset[int] = frozenset()
+    """The ``deviceshare.GPUExclusiveRules`` the pod matches (indices)."""
 
     @property
     def max_number(self) -> int:

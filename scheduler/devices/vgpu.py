@@ -16,115 +16,46 @@ What bound pods hold is read from their device lists entry by entry (:func:`.usa
 a bad entry is reported and left out, the others stay charged. Bound pods are charged as they
 are even when together they exceed a card (memory, cores or share count); the node then gets
 one warning naming the card and the pods, and the card takes no new pod.
+
+A MIG node (:mod:`.mig`) hands out MIG instances instead of HAMi-core shares; exclusivity
+rules (:mod:`.exclusive`) keep pods of one rule off each other's cards on HAMi-core nodes.
+The family object that builds these ledgers is :mod:`.vgpu_family`; one card's state and
+refusal rules are :mod:`.vgpu_card`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass, field, replace
 
-import numpy as np
-
-from scheduler.api.node import NodeInfo
-from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID
-from scheduler.devices.base import (
-    DeviceConfig,
-    DeviceError,
-    DeviceFit,
-    DeviceWarning,
-    Reporter,
-    task_annotations,
-)
-from scheduler.devices.codec import (
-    NVIDIA,
-    CodecError,
-    ContainerDevice,
-    RegisteredCard,
-    encode_pod_devices,
-    parse_register,
+from scheduler.devices.base import DeviceError, DeviceFit, DeviceWarning, Reporter, task_annotations
+from scheduler.devices.codec import NVIDIA, ContainerDevice, encode_pod_devices
+from scheduler.devices.exclusive import ExclusiveRules, matching_rules, task_labels
+from scheduler.devices.mig import (
+    add_used,
+    card_uuid,
+    decode_mig_id,
+    find_match,
+    sub_used,
 )
 from scheduler.devices.names import VGpuNames
-from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest, vgpu_request
+from scheduler.devices.requests import VGpuContainerRequest, VGpuRequest
 from scheduler.devices.usage import VGpuRecord, vgpu_record
+from scheduler.devices.vgpu_card import MAX_CORES, VGpuCard, present, refusal
 
-__all__ = ["REASON_PREFIX", "VGpuCard", "VGpuDevices", "VGpuFamily"]
+__all__ = ["REASON_PREFIX", "VGpuCard", "VGpuDevices"]
 
 NAME = "hamivgpu"
 REASON_PREFIX = "hami-vgpuDeviceSharing error"
 COL_USABLE = "vgpu.usable_cards"
 COL_FREE = "vgpu.max_free_memory"
 COL_CARDS = "vgpu.registered_cards"
-MAX_CORES = 100
 INVALID_ANNOTATION = "InvalidDeviceAnnotation"
+MIG = "mig"
 OVERBOOKED = "DeviceOverbooked"
-
-
-def _present(group: str, memory: int, cores: int) -> bool:
-    """Whether a pod's vGPU on a card counts for its PodGroup's spread policy: Volcano's
-    ``deviceHasPodFromSameGroup`` ignores a same-group pod that holds 0 MiB and 0 cores."""
-    return bool(group) and (memory > 0 or cores > 0)
-
-
-@dataclass(slots=True)
-class VGpuCard:
-    info: RegisteredCard
-    used_num: int = 0
-    used_mem: int = 0
-    used_cores: int = 0
-    groups: Counter[str] = field(default_factory=Counter)
-
-    def copy(self) -> VGpuCard:
-        return VGpuCard(self.info, self.used_num, self.used_mem, self.used_cores,
-                        Counter(self.groups))
-
-    @property
-    def free_memory(self) -> int:
-        return max(self.info.memory - self.used_mem, 0)
-
-    @property
-    def open(self) -> bool:
-        """Healthy with a free slot and cores left: could take at least some request."""
-        return (self.info.healthy and self.used_num < self.info.split
-                and self.used_cores < MAX_CORES)
-
-
-def _refusal(card: VGpuCard, need: VGpuContainerRequest, request: VGpuRequest) -> str | None:
-    """Why ``card`` cannot take one vGPU of ``need`` (None: it can)."""
-    info = card.info
-    if not info.healthy:
-        return "unhealthy"
-    if request.use_uuids and info.uuid not in request.use_uuids:
-        return "not in the allowed UUID list"
-    if info.uuid in request.nouse_uuids:
-        return "in the excluded UUID list"
-    card_type = info.type.lower()
-    # Volcano's checkGPUtype: an allow list, when given, is the whole rule (the deny list is
-    # not consulted then).
-    if request.use_types:
-        if not any(t in card_type for t in request.use_types):
-            return "type not allowed"
-    elif any(t in card_type for t in request.nouse_types):
-        return "type excluded"
-    if request.mode and request.mode != info.mode:
-        return f"mode is not {request.mode}"
-    if card.used_num >= info.split:
-        return "all share slots used"
-    if request.spread_group and card.groups.get(request.spread_group):
-        return "already used by the same PodGroup"
-    if card.free_memory < need.memory_on(info.memory):
-        return "insufficient memory"
-    if card.used_cores + need.cores > MAX_CORES:
-        return "insufficient cores"
-    if need.cores == MAX_CORES and card.used_num > 0:
-        return "exclusive use impossible on a shared card"
-    if card.used_cores >= MAX_CORES and need.cores == 0:
-        return "cores fully used"
-    return None
 
 
 @dataclass(slots=True)
@@ -145,8 +76,23 @@ class VGpuDevices:
     charges: dict[TaskID, tuple[tuple[str, int, int, str], ...]] = field(default_factory=dict)
     pods: dict[TaskID, str] = field(default_factory=dict)
     """The namespace/name of each pod charged here (named when a card is overbooked)."""
+    rules: ExclusiveRules = ()
+    """``deviceshare.GPUExclusiveRules``; they act only when :attr:`exclusive_mode`."""
+    exclusive_mode: bool = True
+    """Whether the node's cards run in HAMi-core mode, the only mode the rules act in."""
+    matched: dict[TaskID, frozenset[int]] = field(default_factory=dict)
+    """The exclusivity rules each pod charged here matches (only pods matching some)."""
+    mig_mode: bool = False
+    """The node shares its cards by MIG instance (its last card is a ``mig`` card whose type
+    the device ConfigMap's geometries name), else by HAMi-core."""
+    memory_factor: int = 1
+    """``gpuMemoryFactor`` of the device ConfigMap (MIG only)."""
+    requested: dict[TaskID, int] = field(default_factory=dict)
+    """On a MIG node, the MiB each pod's device list records (its charges hold the
+    instances' MiB): Volcano's ``AddQueueResource`` counts these."""
 
     def _card(self, uuid: str) -> VGpuCard | None:
+        uuid = card_uuid(uuid)
         return next((card for card in self.cards if card.info.uuid == uuid), None)
 
     # -- accounting ---------------------------------------------------------------------
@@ -165,7 +111,8 @@ class VGpuDevices:
                                  f"usage is ignored", reason="GPUIndexOutOfRange")
                 continue
             charges.append((device.uuid, device.memory, device.cores, str(task.job)))
-        before = {uuid: self._excess(card) for uuid in dict.fromkeys(c[0] for c in charges)
+        before = {card_uuid(uuid): self._excess(card)
+                  for uuid in dict.fromkeys(c[0] for c in charges)
                   if (card := self._card(uuid)) is not None}
         self._charge(task, tuple(charges))
         for uuid, excess in before.items():
@@ -203,7 +150,7 @@ class VGpuDevices:
         if not excess or self.reporter is None:
             return
         pods = sorted(self.pods[uid] for uid, charges in self.charges.items()
-                      if uid in self.pods and any(c[0] == uuid for c in charges))
+                      if uid in self.pods and any(card_uuid(c[0]) == uuid for c in charges))
         self.reporter.warn(DeviceWarning(
             kind="Node", name=self.node_name, reason=OVERBOOKED,
             message=f"node {self.node_name}: vGPU card {uuid} is overbooked by the pods bound "
@@ -212,35 +159,75 @@ class VGpuDevices:
 
     def sub_task(self, task: TaskInfo) -> None:
         self.pods.pop(task.uid, None)
+        self.requested.pop(task.uid, None)
+        rules = self.matched.pop(task.uid, frozenset())
         for uuid, memory, cores, group in self.charges.pop(task.uid, ()):
             card = self._card(uuid)
             if card is None:
                 continue
+            for rule in rules:
+                card.exclusive[rule] -= 1
+                if card.exclusive[rule] <= 0:
+                    del card.exclusive[rule]
+            if self.mig_mode and (instance := decode_mig_id(uuid)) is not None:
+                sub_used(card.mig, card.templates, *instance)
             card.used_num -= 1
             card.used_mem -= memory
             card.used_cores -= cores
-            if _present(group, memory, cores):
+            if present(group, memory, cores):
                 card.groups[group] -= 1
                 if card.groups[group] <= 0:
                     del card.groups[group]
 
     def _charge(self, task: TaskInfo, charges: tuple[tuple[str, int, int, str], ...]) -> None:
+        rules = self.task_rules(task)
+        if rules:
+            self.matched[task.uid] = rules
+        charged = []
         for uuid, memory, cores, group in charges:
             card = self._card(uuid)
             if card is None:
+                charged.append((uuid, memory, cores, group))
                 continue
+            if self.mig_mode:
+                memory = self._mig_charge(task, card, uuid, memory)
+            charged.append((uuid, memory, cores, group))
+            for rule in rules:
+                card.exclusive[rule] += 1
             card.used_num += 1
             card.used_mem += memory
             card.used_cores += cores
-            if _present(group, memory, cores):
+            if present(group, memory, cores):
                 card.groups[group] += 1
-        self.charges[task.uid] = charges
+        self.charges[task.uid] = tuple(charged)
         self.pods[task.uid] = task.key
+        if self.mig_mode:  # the queue counts what the pod asked for, not the instance
+            self.requested[task.uid] = sum(memory for _, memory, _, _ in charges)
+
+    def _mig_charge(self, task: TaskInfo, card: VGpuCard, device_id: str, memory: int) -> int:
+        """The MiB a MIG instance charges to ``card`` (``MIGFactory.AddPod``: the instance's
+        memory, divided by the memory factor). An id that names no instance keeps the
+        recorded MiB, with a warning (Volcano would not count the pod at all)."""
+        instance = decode_mig_id(device_id)
+        held = add_used(card.mig, card.templates, *instance) if instance is not None else 0
+        if not held:
+            self._warn(task, f"pod {task.key} on node {self.node_name} holds {device_id!r}, "
+                             f"which names no MIG instance of the card's geometries; its "
+                             f"recorded {memory} MiB are counted instead",
+                       reason=INVALID_ANNOTATION)
+            return memory
+        return held // self.memory_factor if self.memory_factor > 1 else held
 
     def _warn(self, task: TaskInfo, message: str, *, reason: str = "DeviceWarning") -> None:
         if self.reporter is not None:
             self.reporter.warn(DeviceWarning(kind="Pod", name=task.name, namespace=task.namespace,
                                              uid=str(task.uid), message=message, reason=reason))
+
+    def task_rules(self, task: TaskInfo) -> frozenset[int]:
+        """The exclusivity rules ``task`` matches here (none where the rules do not act)."""
+        if not self.rules or not self.exclusive_mode:
+            return frozenset()
+        return matching_rules(task_labels(task), self.rules)
 
     # -- fitting ------------------------------------------------------------------------
     def _order(self, cards: list[VGpuCard]) -> list[VGpuCard]:
@@ -271,22 +258,40 @@ class VGpuDevices:
             for card in self._order(work):
                 if len(chosen) == need.number:
                     break
-                reason = _refusal(card, need, request)
+                reason = refusal(card, need, request)
                 if reason is not None:
                     refusals[reason] += 1
                     continue
                 memory = need.memory_on(card.info.memory)
+                device_id, charged = card.info.uuid, memory
+                if self.mig_mode:
+                    instance = self._mig_fit(card, memory)
+                    if instance is None:
+                        refusals["no MIG instance fits"] += 1
+                        continue
+                    device_id, charged = instance
                 card.used_num += 1
-                card.used_mem += memory
+                card.used_mem += charged
                 card.used_cores += need.cores
-                if _present(request.spread_group, memory, need.cores):
+                if present(request.spread_group, charged, need.cores):
                     card.groups[request.spread_group] += 1
                 score += self._card_score(card)
-                chosen.append(ContainerDevice(card.info.uuid, NVIDIA, memory, need.cores))
+                chosen.append(ContainerDevice(device_id, NVIDIA, memory, need.cores))
             if len(chosen) < need.number:
                 return self._reason(request, position, need, len(chosen), refusals)
             out.append(chosen)
         return _Plan(out, score)
+
+    def _mig_fit(self, card: VGpuCard, memory: int) -> tuple[str, int] | None:
+        """``MIGFactory.TryAddPod``: the instance id and the MiB it charges, without marking
+        the instance used (only an allocation does, so two containers of one pod may be
+        offered the same instance, as in Volcano)."""
+        factor = self.memory_factor
+        match = find_match(card.info.uuid, memory * factor if factor > 1 else memory,
+                           card.mig, card.templates)
+        if match is None:
+            return None
+        return match[0], match[1] // factor if factor > 1 else match[1]
 
     def _reason(self, request: VGpuRequest, position: int, need: VGpuContainerRequest,
                 found: int, refusals: Counter[str]) -> str:
@@ -300,13 +305,19 @@ class VGpuDevices:
                 f"{need.describe()}, {found} of {len(self.cards)} card(s) fit ({detail})")
 
     def filter_node(self, task: TaskInfo, request: VGpuRequest) -> DeviceFit:
-        plan = self._plan(request)
+        plan = self._plan(self._scoped(request))
         if isinstance(plan, str):
             return DeviceFit(Status.unschedulable(plan))
         return DeviceFit(score=plan.score)
 
+    def _scoped(self, request: VGpuRequest) -> VGpuRequest:
+        """``request`` as this node sees it: exclusivity rules only act in HAMi-core mode."""
+        if request.exclusive and not self.exclusive_mode:
+            return replace(request, exclusive=frozenset())
+        return request
+
     def allocate(self, task: TaskInfo, request: VGpuRequest, *, now: float) -> dict[str, str]:
-        plan = self._plan(request)
+        plan = self._plan(self._scoped(request))
         if isinstance(plan, str):
             raise DeviceError(plan)
         self.sub_task(task)
@@ -329,7 +340,10 @@ class VGpuDevices:
         charges = self.charges.get(task.uid)
         if not charges:
             return {}
-        return {self.names.memory: 1000.0 * sum(memory for _, memory, _, _ in charges),
+        memory = self.requested.get(task.uid)
+        if memory is None:
+            memory = sum(memory for _, memory, _, _ in charges)
+        return {self.names.memory: 1000.0 * memory,
                 self.names.cores: 1000.0 * sum(cores for _, _, cores, _ in charges)}
 
     # -- summaries ----------------------------------------------------------------------
@@ -347,87 +361,7 @@ class VGpuDevices:
     def clone(self) -> VGpuDevices:
         return VGpuDevices(node_name=self.node_name, cards=[c.copy() for c in self.cards],
                            names=self.names, policy=self.policy, reporter=self.reporter,
-                           charges=dict(self.charges), pods=dict(self.pods))
-
-
-@dataclass(frozen=True, slots=True)
-class VGpuFamily:
-    config: DeviceConfig
-    reporter: Reporter
-    NAME: ClassVar[str] = NAME
-    COLUMNS: ClassVar[tuple[str, ...]] = (COL_USABLE, COL_FREE, COL_CARDS)
-
-    def _node_warning(self, node: str, message: str) -> None:
-        self.reporter.warn(DeviceWarning(kind="Node", name=node, message=message,
-                                         reason="InvalidDeviceRegistration"))
-
-    def _has_resources(self, node: NodeInfo) -> bool:
-        status = node.node.get("status") or {}
-        values = status.get("allocatable") or status.get("capacity") or {}
-        for name in self.config.names.node_resources:
-            try:
-                if parse_quantity(values.get(name, 0)) <= 0:
-                    return False
-            except QuantityError:
-                return False
-        return True
-
-    def build(self, node: NodeInfo) -> VGpuDevices | None:
-        names = self.config.names
-        text = node.annotations.get(names.register)
-        if text is None or not self._has_resources(node):
-            return None
-        try:
-            registered = parse_register(str(text), json_format=names.register_json)
-        except CodecError as exc:
-            self._node_warning(node.name, f"node {node.name} has a malformed {names.register} "
-                                          f"annotation ({exc}); it is treated as having no vGPU")
-            return None
-        cards: list[VGpuCard] = []
-        seen: set[str] = set()
-        for info in registered:
-            if info.uuid in seen:
-                self._node_warning(node.name, f"node {node.name} registers GPU {info.uuid} more "
-                                              f"than once; only the first entry is used")
-                continue
-            seen.add(info.uuid)
-            cards.append(VGpuCard(info))
-        return VGpuDevices(node_name=node.name, cards=cards, names=names,
-                           policy=self.config.policy, reporter=self.reporter)
-
-    def parse_request(self, task: TaskInfo) -> VGpuRequest | None:
-        return vgpu_request(task, self.config.names)
-
-    def vector_fit(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        mask = columns[COL_USABLE] >= request.max_number
-        if request.max_memory:
-            mask &= columns[COL_FREE] >= request.max_memory
-        return np.asarray(mask)
-
-    def vector_reasons(self, request: VGpuRequest, columns: Mapping[str, np.ndarray]
-                       ) -> list[tuple[np.ndarray, str]]:
-        out = [(columns[COL_CARDS] <= 0, f"{REASON_PREFIX}: node(s) had no registered vGPU "
-                                         f"card ({self.config.names.register})"),
-               (columns[COL_USABLE] < request.max_number,
-                f"{REASON_PREFIX}: node(s) had fewer than {request.max_number} shareable vGPU "
-                f"card(s)")]
-        if request.max_memory:
-            out.append((columns[COL_FREE] < request.max_memory,
-                        f"{REASON_PREFIX}: no vGPU card of the node has {request.max_memory} "
-                        f"MiB free"))
-        return out
-
-    def lock_name(self, request: VGpuRequest) -> str | None:
-        return self.config.names.lock if self.config.node_lock else None
-
-    @property
-    def binding_keys(self) -> tuple[str, ...]:
-        return self.config.names.binding_keys
-
-    @property
-    def ignored_resources(self) -> frozenset[str]:
-        return self.config.names.ignored_resources
-
-    @property
-    def resource_dims(self) -> frozenset[str]:
-        return frozenset({self.config.names.count})
+                           charges=dict(self.charges), pods=dict(self.pods), rules=self.rules,
+                           exclusive_mode=self.exclusive_mode, matched=dict(self.matched),
+                           mig_mode=self.mig_mode, memory_factor=self.memory_factor,
+                           requested=dict(self.requested))

@@ -63,12 +63,13 @@ def device_object(node: str, devices: Sequence[Obj], *, labels: Mapping[str, str
             "metadata": meta, "spec": {"devices": list(devices)}}
 
 
-def fg_node(name: str, *, gpus: int = 8, nics: int = 0, cpu: str = "64") -> Obj:
+def fg_node(name: str, *, gpus: int = 8, nics: int = 0, cpu: str = "64",
+            labels: Mapping[str, str] | None = None) -> Obj:
     extra = {"nvidia.com/gpu": str(gpus), "koordinator.sh/gpu-core": str(100 * gpus),
              "koordinator.sh/gpu-memory-ratio": str(100 * gpus),
              "koordinator.sh/gpu-memory": f"{16 * gpus}Gi", "koordinator.sh/gpu": str(100 * gpus),
              "koordinator.sh/rdma": str(100 * max(nics, 1))}
-    return make_node(name, cpu=cpu, memory="512Gi", extra=extra)
+    return make_node(name, cpu=cpu, memory="512Gi", extra=extra, labels=labels)
 
 
 def fg_pod(name: str, *, annotations: Mapping[str, str] | None = None, **resources: str | int

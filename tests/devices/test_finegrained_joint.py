@@ -137,7 +137,10 @@ PCIE_LEVEL = hint(rdma={"exclusivePolicy": "PCIeLevel"})
 
 
 def test_pcie_level_takes_only_fully_free_roots() -> None:
-    """§2.3 row 6: 2 PFs on P0, 2 on P1, one on P1 partly used → only P0 PFs."""
+    """§2.3 row 6: 2 PFs on P0, 2 on P1, one on P1 partly used → only P0 PFs. Koordinator
+    computes these roots (``filterFreeDevicesByPCIe``, device_cache.go:383) and discards
+    them (device_cache.go:384), so it enforces nothing; Lahar's enforcement is documented
+    in docs/devices.md as a fix of that hole."""
     devices = [nic(0, pcie="p0"), nic(1, pcie="p0"), nic(2, pcie="p1"), nic(3, pcie="p1")]
     held = [bound_pod("old", node="n1", rdma=10, allocation={"rdma": [
         {"minor": 3, "resources": {RDMA: "10"}}]})]
@@ -147,7 +150,8 @@ def test_pcie_level_takes_only_fully_free_roots() -> None:
 
 def test_pcie_level_exclusivity_is_symmetric_and_survives_a_restart() -> None:
     """A root held under PCIeLevel refuses later plain pods of the type too, also when the
-    ledger is rebuilt from the holder's annotations (Koordinator checks only the holder)."""
+    ledger is rebuilt from the holder's annotations (Koordinator enforces neither side: its
+    only check, device_cache.go:382-384, drops its result)."""
     devices = [nic(0, pcie="p0"), nic(1, pcie="p0"), nic(2, pcie="p1")]
     holder = bound_pod("holder", node="n1", rdma=1, allocation={"rdma": [
         {"minor": 0, "resources": {RDMA: "1"}}]})

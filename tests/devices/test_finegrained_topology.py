@@ -32,8 +32,9 @@ PARTITION_SPEC = "scheduling.koordinator.sh/gpu-partition-spec"
 
 def place(pod: dict[str, Any], *, held: tuple[int, ...] = (), devices: list[Any] | None = None,
           labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-          scoring: str = "LeastAllocated") -> Any:
-    objs = [fg_node("n1", gpus=8),
+          scoring: str = "LeastAllocated", node_labels: dict[str, str] | None = None) -> Any:
+    """``labels`` go on the Device object, ``node_labels`` on the Node."""
+    objs = [fg_node("n1", gpus=8, labels=node_labels),
             device_object("n1", devices if devices is not None else topo_gpus(),
                           labels=labels, annotations=annotations)]
     objs += [bound_pod(f"held-{m}", node="n1", allocation={"gpu": [shared_gpu(m)]})
@@ -87,24 +88,24 @@ H100 = {"node.koordinator.sh/gpu-vendor": "nvidia", "node.koordinator.sh/gpu-mod
 
 def test_builtin_h100_partitions_keep_larger_partitions_intact() -> None:
     """§2.3: GPU 1 used, 2 GPUs asked: {2,3} keeps {4-7} whole."""
-    run = place(fg_pod("p", nvidia=2), held=(1,), labels=H100)
+    run = place(fg_pod("p", nvidia=2), held=(1,), node_labels=H100)
     assert sorted(minors(run, "p")) == [2, 3]
 
 
 def test_partition_honoured_count_not_in_table_is_refused() -> None:
-    run = place(fg_pod("p", nvidia=3, annotations={PARTITION_SPEC: "{}"}), labels=H100)
+    run = place(fg_pod("p", nvidia=3, annotations={PARTITION_SPEC: "{}"}), node_labels=H100)
     assert run.node_of("p") is None
     assert "Unsupported number of GPU requests" in run.reason("p")
 
 
 def test_partition_preferred_falls_through_to_the_tree() -> None:
-    run = place(fg_pod("p", nvidia=3), labels=H100)
+    run = place(fg_pod("p", nvidia=3), node_labels=H100)
     assert sorted(minors(run, "p")) == [0, 1, 2]
 
 
 def test_honour_without_a_table_is_refused_with_reason() -> None:
-    run = place(fg_pod("p", nvidia=2), labels={"node.koordinator.sh/gpu-partition-policy":
-                                                "Honor"})
+    run = place(fg_pod("p", nvidia=2), node_labels={"node.koordinator.sh/gpu-partition-policy":
+                                                     "Honor"})
     assert run.node_of("p") is None
     assert "missing GPU Partition Table" in run.reason("p")
 

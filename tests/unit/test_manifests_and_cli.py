@@ -57,7 +57,7 @@ def test_list_and_skipped_kinds(tmp_path: Path) -> None:
         "apiVersion": "v1",
         "kind": "List",
         "items": [
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "team"}},
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "team"}},
             {
                 "apiVersion": "v1",
                 "kind": "Node",
@@ -68,7 +68,7 @@ def test_list_and_skipped_kinds(tmp_path: Path) -> None:
     }
     manifests, warnings = load_manifests([_write(tmp_path, yaml.safe_dump(doc))])
     assert [m.kind for m in manifests] == ["Node"]
-    assert warnings == [f"{tmp_path / 'cluster.yaml'}#1 [item 0]: skipping ConfigMap team"]
+    assert warnings == [f"{tmp_path / 'cluster.yaml'}#1 [item 0]: skipping Secret team"]
 
 
 def test_simulate_exit_code_2_on_bad_input(

@@ -332,6 +332,21 @@ def _dump(cache: Any, directory: str) -> None:
         log.error("cannot write the cache dump", directory=directory, error=str(error))
 
 
+def _device_config_maps(client: Any, conf: Any) -> list[dict[str, Any]]:
+    """Volcano's device ConfigMap, read once at start as Volcano reads it (none: defaults)."""
+    from scheduler.deviceconf import device_config_map_path
+
+    path = device_config_map_path(conf)
+    if path is None:
+        return []
+    try:
+        return [client.request_json("GET", path)]
+    except Exception as exc:  # absent or forbidden: Volcano also falls back to its defaults
+        log.info("device ConfigMap not read; built-in vGPU defaults used", path=path,
+                 error=str(exc))
+        return []
+
+
 def _feed(cache: Any, kind: str, groups: PodGroupController | None = None) -> Handler:
     def handler(event_type: str, obj: dict[str, Any]) -> None:
         cache.apply(event_type, kind, obj)
@@ -385,7 +400,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
 
     writer = KubeClusterWriter(client, scheduler_name=args.scheduler_name[0])
     # Device families come from the conf at start; switching them needs a restart.
-    devices = device_support(conf)
+    devices = device_support(conf, config_maps=_device_config_maps(client, conf))
     cache = SchedulerCache(writer=writer, scheduler_names=args.scheduler_name,
                            default_queue=args.default_queue, clock=time.time,
                            node_selector=args.node_selector,

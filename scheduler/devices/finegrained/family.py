@@ -68,8 +68,8 @@ from scheduler.devices.finegrained.request import (
 )
 from scheduler.devices.finegrained.topology import (
     build_tree,
+    node_partitions,
     parse_partition_spec,
-    partition_table,
 )
 
 __all__ = ["FineGrainedFamily"]
@@ -133,10 +133,10 @@ class FineGrainedFamily:
             return FineGrainedDevices(node_name=node.name, ledger=None, scoring=scoring,
                                       isolation=node.labels.get(ISOLATION_LABEL, ""),
                                       share_blocked=self._share_blocked(node))
+        partitions, honor = node_partitions(spec, node.labels, warn)
         topology = NodeTopology(
             tree=build_tree(tuple(d for d in spec.devices if d.type == TYPE_GPU)),
-            partitions=partition_table(spec, warn),
-            honor_partitions=spec.partition_policy == "Honor")
+            partitions=partitions, honor_partitions=honor)
         devices = FineGrainedDevices(node_name=node.name, ledger=Ledger(spec),
                                      scoring=scoring, reporter=self.reporter,
                                      topology=topology, memo=self.memo,

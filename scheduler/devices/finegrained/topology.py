@@ -1,13 +1,16 @@
 """GPU placement by topology: the partition table and the topology tree.
 
 **Partitions** (whole GPUs only). A node's table comes from its Device object's
-``scheduling.koordinator.sh/gpu-partitions`` annotation, else the built-in NVLink table for
-models ``H100``/``H800``/``H20``. It is binding when the pod carries
-``scheduling.koordinator.sh/gpu-partition-spec`` or the Device object is labelled
-``node.koordinator.sh/gpu-partition-policy: Honor``; otherwise a failure falls through to the
-tree. Tiers of ``allocationScore`` are tried in ascending order (as Koordinator's code does),
-the first tier with a feasible partition wins (``Restricted`` stops after the first tier), and
-among feasible partitions the one leaving the most larger partitions intact is taken.
+``scheduling.koordinator.sh/gpu-partitions`` annotation, and is binding when the Device object
+is labelled ``node.koordinator.sh/gpu-partition-policy: Honor``. Without a readable annotation
+both come from the Node instead, as Koordinator's ``GetDesignatedGPUPartitionIndexer`` reads
+them: the built-in NVLink table when the Node's ``node.koordinator.sh/gpu-model`` is
+``H100``/``H800``/``H20`` (vendor ``nvidia`` or unset), binding when the Node is labelled
+``Honor``. A pod's ``scheduling.koordinator.sh/gpu-partition-spec`` makes the table binding
+too; otherwise a failure falls through to the tree. Tiers of ``allocationScore`` are tried
+in ascending order (as Koordinator's code does), the first tier with a feasible partition
+wins (``Restricted`` stops after the first tier), and among feasible partitions the one
+leaving the most larger partitions intact is taken.
 
 **Tree**: Node → NUMA node → PCIe root. The deepest scope that can hold every requested GPU
 wins; ties go to the scope whose ancestors are already in use (topology packing), then, for
@@ -30,11 +33,19 @@ from scheduler.devices.base import DeviceRequestError
 from scheduler.devices.finegrained.allocator import Scoring, device_score, fits
 from scheduler.devices.finegrained.ledger import Ledger, Pick
 from scheduler.devices.finegrained.model import DeviceInfo, NodeDeviceSpec, to_int
-from scheduler.devices.finegrained.names import GPU_PARTITIONS, PARTITION_SPEC, TYPE_GPU
+from scheduler.devices.finegrained.names import (
+    GPU_PARTITIONS,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_VENDOR,
+    LABEL_PARTITION_POLICY,
+    PARTITION_SPEC,
+    TYPE_GPU,
+)
 from scheduler.devices.finegrained.request import TypeRequest
 
 __all__ = ["Partition", "PartitionSpec", "PartitionTable", "Scope", "build_tree",
-           "by_partition", "by_tree", "parse_partition_spec", "partition_table"]
+           "by_partition", "by_tree", "node_partitions", "parse_partition_spec",
+           "partition_table"]
 
 SCOPE_LEVELS = {"Node": 1, "NUMANode": 2, "PCIe": 3, "Device": 4}
 BUILTIN_MODELS = frozenset({"H100", "H800", "H20"})
@@ -93,8 +104,32 @@ def _builtin_table() -> PartitionTable:
     return _table_from_entries(entries)
 
 
+def node_partitions(spec: NodeDeviceSpec, node_labels: Mapping[str, str],
+                    warn: Callable[[str], None]) -> tuple[PartitionTable | None, bool]:
+    """``(table, honoured)`` of a node: the Device object's annotation and partition label
+    (Koordinator's ``updateNodeDevice``), else the Node's model and partition labels
+    (``allocator_gpu.go`` Allocate falling back to ``GetDesignatedGPUPartitionIndexer``)."""
+    table = partition_table(spec, warn)
+    if table is not None:
+        return table, spec.partition_policy == "Honor"
+    vendor = node_labels.get(LABEL_GPU_VENDOR, "")
+    model = node_labels.get(LABEL_GPU_MODEL, "")
+    honor = node_labels.get(LABEL_PARTITION_POLICY, "") == "Honor"
+    ignored = [f"{key}={value}" for key, value in sorted(spec.labels.items())
+               if key in (LABEL_PARTITION_POLICY, LABEL_GPU_MODEL)
+               and node_labels.get(key, "") != value
+               and (key != LABEL_GPU_MODEL or value in BUILTIN_MODELS)]
+    if ignored:
+        warn(f"Device {spec.node}: label(s) {', '.join(ignored)} on the Device object do not "
+             f"choose GPU partitions without its {GPU_PARTITIONS} annotation; the Node's "
+             f"labels do (as in Koordinator), so label the Node")
+    if vendor in ("", "nvidia") and model in BUILTIN_MODELS:
+        return _builtin_table(), honor
+    return None, honor
+
+
 def partition_table(spec: NodeDeviceSpec, warn: Callable[[str], None]) -> PartitionTable | None:
-    """The node's partition table: the Device annotation, else the built-in one by model."""
+    """The table of the Device object's annotation (None without a readable one)."""
     if spec.partitions_text:
         try:
             raw = json.loads(spec.partitions_text)
@@ -109,10 +144,8 @@ def partition_table(spec: NodeDeviceSpec, warn: Callable[[str], None]) -> Partit
             return _table_from_entries(entries)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             warn(f"Device {spec.node}: annotation {GPU_PARTITIONS} is unreadable ({exc!r}); "
-                 f"the node is treated as having no partition table")
+                 f"the Node's labels choose the partition table instead")
             return None
-    if spec.vendor in ("", "nvidia") and spec.model in BUILTIN_MODELS:
-        return _builtin_table()
     return None
 
 

@@ -143,7 +143,9 @@ def _check_devices(pod: Mapping[str, Any], node: Mapping[str, Any], names: VGpuN
                                                             json_format=names.register_json)}
     except CodecError as exc:
         return devices, f"node {_name(node)} has a malformed {names.register} annotation: {exc}"
-    unknown = sorted({d.uuid for c in devices for d in c} - registered)
+    # A MIG instance is named ``<card UUID>[group-position]`` (scheduler.devices.mig).
+    unknown = sorted({d.uuid for c in devices for d in c
+                      if d.uuid.split("[", 1)[0] not in registered})
     if unknown:
         return devices, (f"pod {_key(pod)} was given GPU(s) {', '.join(unknown)}, which node "
                          f"{_name(node)} does not register")
