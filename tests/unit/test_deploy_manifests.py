@@ -65,6 +65,7 @@ CLUSTER_NEEDS = {
     ("scheduling.volcano.sh", "queues/status", "patch"),
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
+    ("", "configmaps", "get"),
 }
 # leader.py, in the --leader-elect-resource-namespace only.
 LEASE_NEEDS = {
@@ -534,6 +535,9 @@ def _recorded_calls(lease_namespace: str, lease_name: str) -> list[tuple[str, ..
     groups.observe("ADDED", {"metadata": {"name": "plain", "namespace": "ns", "uid": "u2"},
                              "spec": {"schedulerName": "volcano", "containers": []}})
     assert groups.sync() == 1
+    from scheduler.cluster.kube.run import _device_config_maps
+
+    _device_config_maps(client, load_conf(ROOT / "conf" / "vgpu.conf"))  # vGPU's MIG geometries
 
     elector = LeaderElector(client,  # type: ignore[arg-type]
                             LeaseConfig(name=lease_name, namespace=lease_namespace,
