@@ -19,6 +19,9 @@ import pytest
 import structlog
 
 from actions.gangpreempt import GangPreempt, victim_candidates
+from scheduler.api.resource import Resource
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import TaskID, Vote
 from scheduler.commands.cli import main
 from scheduler.conf import parse_conf
 from scheduler.framework.action_args import action_args
@@ -30,8 +33,8 @@ from scheduler.framework.gangevict import (
     select_bundles,
     victim_job_policy,
 )
-from scheduler.framework.gangvictims import EvictionContext, EvictionKind
-from scheduler.framework.session import Session
+from scheduler.framework.gangvictims import EvictionContext, EvictionKind, unified_evictable
+from scheduler.framework.session import PluginEntry, Session
 from tests.builders import make_pod, make_podgroup, make_queue, simulate
 from tests.scenarios.gangevict_helpers import (
     DATA,
@@ -276,3 +279,68 @@ def test_lahar_simulate_runs_both_actions(conf: Path, capsys: pytest.CaptureFixt
     reasons = {e["message"] for e in items if e["kind"] == "Event" and e["reason"] == "Evict"}
     assert reasons >= {"Pod is evicted, because of gangpreempt",
                        "Pod is evicted, because of gangreclaim"}
+
+
+# -- the unified victim filter (pkg/scheduler/framework/session_plugins_test.go) ---------
+class _Answers:
+    """A plugin answering the unified filter with fixed task names and vote."""
+
+    def __init__(self, name: str, names: list[str] | None, vote: Vote = Vote.PERMIT) -> None:
+        self.NAME = name
+        self.names = names
+        self.vote = vote
+        self.seen: list[EvictionContext] = []
+
+    def on_session_open(self, session: Session) -> None:
+        return None
+
+    def on_session_close(self, session: Session) -> None:
+        return None
+
+    def unified_evictable(self, context: EvictionContext,
+                          candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        self.seen.append(context)
+        if self.names is None:
+            return list(candidates), self.vote
+        return [t for t in candidates if t.name in self.names], self.vote
+
+
+def _filter(*tiers: list[Any], kind: EvictionKind = EvictionKind.GANG_PREEMPT) -> list[str]:
+    session = open_session(_one_victim())
+    session.tiers = [[PluginEntry(plugin) for plugin in tier] for tier in tiers]
+    job = job_named(session, "pre")
+    tasks = [TaskInfo(uid=TaskID(n), name=n, namespace="default", job=job.uid,
+                      resreq=Resource(), init_resreq=Resource()) for n in ("a", "b", "c")]
+    context = EvictionContext(kind, job, tasks[0])
+    return [t.name for t in unified_evictable(session, context, tasks)]
+
+
+def test_unified_filter_intersects_a_tier() -> None:
+    """session_plugins_test.go:140 (TierWalkAndIntersection)."""
+    assert _filter([_Answers("p1", ["a", "b"]), _Answers("p2", ["b", "c"])]) == ["b"]
+
+
+def test_unified_filter_skips_an_abstaining_plugin() -> None:
+    """session_plugins_test.go:171 (AbstainSkipped)."""
+    assert _filter([_Answers("abstainer", [], Vote.ABSTAIN), _Answers("permitter", ["a"])]) == ["a"]
+
+
+def test_unified_filter_empty_answer_ends_the_tier() -> None:
+    """session_plugins_test.go:199 (EmptyCandidatesBlocksTier): the next tier decides."""
+    assert _filter([_Answers("blocker", []), _Answers("permitter", ["a"])],
+                   [_Answers("fallback", ["a"])]) == ["a"]
+
+
+def test_unified_filter_without_answers_gives_no_victims() -> None:
+    """session_plugins_test.go:238 (NoPluginsReturnsNil): a plugin with no unified answer
+    (here ``drf``, as in Volcano) takes no part."""
+    session = open_session(_one_victim())
+    drf = next(e for tier in session.tiers for e in tier if e.plugin.NAME == "drf")
+    assert _filter([drf.plugin]) == []
+
+
+def test_unified_filter_passes_the_context_through() -> None:
+    """session_plugins_test.go:250 (ContextPassedThrough)."""
+    spy = _Answers("spy", None)
+    assert _filter([spy], kind=EvictionKind.GANG_RECLAIM) == ["a", "b", "c"]
+    assert [(c.kind, c.job.name) for c in spy.seen] == [(EvictionKind.GANG_RECLAIM, "pre")]
