@@ -259,14 +259,26 @@ def logging_restored() -> Iterator[None]:
 SAMPLE = DATA / "gangevict" / "cluster.yaml"
 
 
+SAMPLE_CONF = DATA / "gangevict" / "conf.yaml"
+
+
 @pytest.mark.usefixtures("logging_restored")
-@pytest.mark.parametrize("conf", [DATA / "gangevict" / "conf.yaml",
-                                  DATA / "confs" / "gangevict.conf"],
-                         ids=["enqueue-allocate-gangpreempt-gangreclaim", "volcano-e2e-order"])
-def test_lahar_simulate_runs_both_actions(conf: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("actions", [
+    None,  # the sample conf: enqueue, allocate, gangpreempt, gangreclaim
+    "allocate, backfill, gangpreempt, gangreclaim",  # Volcano's design document
+    "allocate, backfill, gangreclaim, gangpreempt",  # Volcano's gangevict e2e conf
+], ids=["sample", "design-doc-order", "e2e-order"])
+def test_lahar_simulate_runs_both_actions(actions: str | None, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The sample: two research sweeps fill the cluster (sweep-a can spare two pods, sweep-b
     none); production's gang reclaims, research's urgent hotfix preempts. Both get placed,
     each action evicts, and every sweep ends at its minAvailable or with no pod at all."""
+    conf = SAMPLE_CONF
+    if actions is not None:
+        conf = tmp_path / "conf.yaml"
+        conf.write_text(SAMPLE_CONF.read_text().replace(
+            '"enqueue, allocate, gangpreempt, gangreclaim"', f'"{actions}"'))
+        assert f'"{actions}"' in conf.read_text()
     assert main(["simulate", str(SAMPLE), "--conf", str(conf), "--max-cycles", "8",
                  "-o", "json"]) == 0
     items = json.loads(capsys.readouterr().out)["items"]
