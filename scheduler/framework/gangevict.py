@@ -37,6 +37,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from enum import IntEnum
 
+import numpy as np
+
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Default, Resource
@@ -278,15 +280,19 @@ def plan_in_domain(
 ) -> Statement | None:
     """``BuildNominationPlanInDomain``: evict ``victims``, pipeline every pending task of
     ``job``; the statement (still applied) when the job is then pipelined, else nothing."""
+    pending = pending_for_eviction(session, job)
+    if not pending:  # an empty worksheet never makes a plan
+        return None
     statement = Statement(session)
     for victim in victims:
         statement.evict(victim, reason)
-    for task in pending_for_eviction(session, job):
+    nodes = session.table.nodes
+    for task in pending:
         if not session.allocatable(queue, task) or session.pre_predicate(task) is not None:
             break
         rows = candidate_rows(session, task, None, scored=False)
-        nodes = session.table.nodes
-        rows = rows[[not unresolvable_exact(session, task, nodes[int(r)]) for r in rows]]
+        rows = rows[np.array([not unresolvable_exact(session, task, nodes[int(r)])
+                              for r in rows], dtype=bool)]
         if not len(rows):
             break
         node, _ = best_node(session, task, rows)
