@@ -7,6 +7,8 @@ from typing import Protocol
 from actions.allocate import Allocate
 from actions.backfill import Backfill
 from actions.enqueue import Enqueue
+from actions.gangpreempt import GangPreempt
+from actions.gangreclaim import GangReclaim
 from actions.preempt import Preempt
 from actions.reclaim import Reclaim
 from actions.shuffle import Shuffle
@@ -22,5 +24,6 @@ class Action(Protocol):
 
 
 ACTIONS: dict[str, type[Action]] = {
-    cls.NAME: cls for cls in (Enqueue, Allocate, Backfill, Preempt, Reclaim, Shuffle)
+    cls.NAME: cls
+    for cls in (Enqueue, Allocate, Backfill, Preempt, Reclaim, Shuffle, GangPreempt, GangReclaim)
 }

@@ -337,6 +337,7 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
             f"plugin here feeds it (Volcano's rescheduling plugin does; Lahar has none yet): "
             f"shuffle evicts nothing"
         )
+    _warn_mixed_eviction(actions, source, warnings)
     metrics = raw.get("metrics") or {}
     if not isinstance(metrics, Mapping):
         raise ConfError(f"{source}: metrics must be a map")
@@ -428,6 +429,22 @@ def _configurations(
             if key in arguments:
                 warnings.append(ignored(here, f"argument {key!r}", why))
     return out
+
+
+_GANG_EVICTION = ("gangpreempt", "gangreclaim")
+
+
+def _warn_mixed_eviction(actions: Sequence[str], source: str, warnings: list[str]) -> None:
+    """Volcano's gang-aware eviction design says gangpreempt/gangreclaim are not to be listed
+    with preempt/reclaim; its loader takes such a conf, and so does Lahar, with a warning."""
+    gang = [a for a in actions if a in _GANG_EVICTION]
+    legacy = [a for a in actions if a in ("preempt", "reclaim")]
+    if gang and legacy:
+        warnings.append(
+            f"{source}: actions {', '.join(gang)} and {', '.join(legacy)} are both listed; "
+            f"Volcano's design keeps gang-aware and task-level eviction apart: both run, "
+            f"one after the other, as listed"
+        )
 
 
 def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> None:
