@@ -86,3 +86,60 @@ def test_no_slot_anywhere_says_insufficient_pods(
     message = next(c["message"] for c in pod["status"]["conditions"]
                    if c["type"] == "PodScheduled")
     assert "1 Insufficient pods" in message
+
+
+# -- 3. what topology-aware preemption's dry run re-checks ----------------------------------
+
+TOPOLOGY = """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder}]
+configurations:
+- name: preempt
+  arguments: {enableTopologyAwarePreemption: true}
+"""
+
+
+def _priority_objs() -> list[Obj]:
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": name}, "value": value}
+            for name, value in (("low", 10), ("high", 1000))]
+
+
+def _victim(name: str, *, node: str, **kwargs: Any) -> list[Obj]:
+    pod = make_pod(f"{name}-0", group=name, node=node, priority=10, priority_class="low",
+                   **kwargs)
+    # minMember 0: gang lets a running gang lose tasks only above its minimum
+    return [make_podgroup(name, min_member=0, priority_class="low", phase="Running"), pod]
+
+
+def test_dry_run_frees_a_pod_slot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``SelectVictimsOnNode`` (``actions/preempt/preempt.go:783-802``) removes victims from
+    the node and asks only the resource fit (``pods`` included), the queue and
+    ``SimulatePredicateFn`` (``plugins/predicates/predicates.go:397-440``: inter-pod affinity
+    and devices). A node at its pod limit gets a slot back from its victim; the full
+    predicates still counted the leaving pod and never found a victim."""
+    objs = [*_priority_objs(), make_node("n1", cpu="4", pods="1"), *_victim("low", node="n1"),
+            make_podgroup("high", priority_class="high"),
+            make_pod("high-0", group="high", priority=1000, priority_class="high")]
+    result = simulate_cli(tmp_path, capsys, objs, TOPOLOGY)
+    assert result.evicted() == ["low-0"]
+
+
+def test_dry_run_ignores_a_port_a_victim_does_not_hold(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As in Volcano, host ports are not re-checked in the dry run (predicates.go:397-440): the
+    low-priority pod is evicted although the port the preemptor wants stays taken by a pod
+    that is not a victim (``docs/fidelity.md``)."""
+    keeper = make_pod("keeper-0", cpu="1", group="keeper", node="n1", host_port=8080,
+                      priority=1000, priority_class="high")
+    objs = [*_priority_objs(), make_node("n1", cpu="2"),
+            make_podgroup("keeper", min_member=0, priority_class="high", phase="Running"),
+            keeper,
+            *_victim("low", node="n1"),
+            make_podgroup("high", priority_class="high"),
+            make_pod("high-0", group="high", host_port=8080, priority=1000,
+                     priority_class="high")]
+    result = simulate_cli(tmp_path, capsys, objs, TOPOLOGY)
+    assert result.evicted() == ["low-0"]
