@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.commands.cli import main
-from tests.builders import make_node, make_pod, make_podgroup
+from tests.builders import make_node, make_pod, make_podgroup, make_queue
 
 Obj = dict[str, Any]
 
@@ -86,6 +86,43 @@ def test_no_slot_anywhere_says_insufficient_pods(
     message = next(c["message"] for c in pod["status"]["conditions"]
                    if c["type"] == "PodScheduled")
     assert "1 Insufficient pods" in message
+
+
+# -- 2. HDRF saturation --------------------------------------------------------------------
+
+HDRF = """
+actions: "enqueue, allocate, reclaim"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance},
+            {name: drf, enableHierarchy: true}, {name: predicates}]
+"""
+"""One tier: victims are the intersection of that tier's answers (``Reclaimable``,
+``framework/session_plugins.go:225-271``), drf's included."""
+
+
+def _hqueue(name: str, path: str) -> Obj:
+    queue = make_queue(name)
+    weights = "/".join("1" for _ in path.split("/"))
+    queue["metadata"]["annotations"] = {"volcano.sh/hierarchy": path,
+                                        "volcano.sh/hierarchy-weights": weights}
+    return queue
+
+
+def test_hdrf_a_job_holding_nothing_is_not_saturated(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``resourceSaturated`` (``plugins/drf/drf.go:84-97``) walks ``allocated.ResourceNames()``
+    only: a job that holds nothing is never saturated, even asking for cpu the cluster has no
+    more of. So ``root/x`` (qb's reclaimer saturated, qc's pending job not) is not saturated
+    and compares before the saturated ``root/qa``: qb reclaims one of qa's tasks. Counting
+    cpu for qc's empty job made ``root/x`` saturated and the reclaim found no victim."""
+    objs = [make_node("n1", cpu="2"),
+            _hqueue("qa", "root/qa"), _hqueue("qb", "root/x/qb"), _hqueue("qc", "root/x/qc"),
+            make_podgroup("a", queue="qa", phase="Running"),
+            make_pod("a-0", group="a", node="n1"), make_pod("a-1", group="a", node="n1"),
+            make_podgroup("b", queue="qb"), make_pod("b-0", group="b"),
+            make_podgroup("c", queue="qc"), make_pod("c-0", group="c")]
+    result = simulate_cli(tmp_path, capsys, objs, HDRF)
+    assert len(result.evicted()) == 1 and result.evicted()[0] in ("a-0", "a-1")
 
 
 # -- 3. what topology-aware preemption's dry run re-checks ----------------------------------
