@@ -180,3 +180,50 @@ def test_dry_run_ignores_a_port_a_victim_does_not_hold(
                      priority_class="high")]
     result = simulate_cli(tmp_path, capsys, objs, TOPOLOGY)
     assert result.evicted() == ["low-0"]
+
+
+# -- 5. an invalid gang's condition -----------------------------------------------------------
+
+DEFAULT_TIERS = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: overcommit}, {name: drf}, {name: predicates}, {name: proportion},
+            {name: nodeorder}, {name: binpack}]
+"""
+
+
+def test_an_invalid_gang_reads_as_any_unready_gang(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Since Volcano commit b5a8b2b39 ``openSession`` no longer drops a job ``JobValid``
+    refuses: the actions skip it (``actions/allocate/allocate.go:166``), ``enqueue`` admits it
+    (``actions/enqueue/enqueue.go:97-101``) and gang's ``OnSessionClose``
+    (``plugins/gang/gang.go:229-277``) writes ``NotEnoughResources`` with
+    ``<minAvailable - schedulable>/<tasks> tasks in gang unschedulable: <FitError>``
+    (``api/job_info.go:837-881``)."""
+    objs = [make_node("n1"), make_podgroup("short", min_member=3),
+            make_pod("short-0", group="short")]
+    result = simulate_cli(tmp_path, capsys, objs, DEFAULT_TIERS)
+    assert result.node_of("short-0") is None
+    condition = result.condition("short")
+    assert condition is not None
+    assert condition["reason"] == "NotEnoughResources"
+    assert condition["message"] == ("3/1 tasks in gang unschedulable: pod group is not ready, "
+                                    "1 Pending, 3 minAvailable; Pending: 1 Unschedulable")
+    assert result.objects("PodGroup")["short"]["status"]["phase"] == "Inqueue"
+
+
+def test_fit_error_sorts_its_counts_as_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``FitError`` sorts the ``"<count> <name>"`` strings (``sort.Strings``,
+    job_info.go:838-858), ``minAvailable`` among them: ``1 Running`` < ``3 minAvailable`` <
+    ``5 Pending``."""
+    objs = [make_node("n1", cpu="2"), make_podgroup("big", min_member=3, phase="Running"),
+            make_pod("big-0", cpu="1", group="big", node="n1"),
+            *(make_pod(f"big-{i}", cpu="2", group="big") for i in range(1, 6))]
+    result = simulate_cli(tmp_path, capsys, objs, DEFAULT_TIERS)
+    condition = result.condition("big")
+    assert condition is not None
+    assert condition["message"].startswith(
+        "2/6 tasks in gang unschedulable: pod group is not ready, 1 Running, 3 minAvailable, "
+        "5 Pending; Pending: 5 Unschedulable. Origin reason is big-")
