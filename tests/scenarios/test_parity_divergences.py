@@ -227,3 +227,74 @@ def test_fit_error_sorts_its_counts_as_text(
     assert condition["message"].startswith(
         "2/6 tasks in gang unschedulable: pod group is not ready, 1 Running, 3 minAvailable, "
         "5 Pending; Pending: 5 Unschedulable. Origin reason is big-")
+
+
+# -- 7. a pod field Volcano ignores, and a bound pod read in part ---------------------------
+
+
+def _read_in_part(result: Result, pod: str) -> list[str]:
+    return [e["message"] for e in result.objects("Event").values()
+            if e["reason"] == "InvalidPodField" and e["involvedObject"]["name"] == pod]
+
+
+def test_a_task_priority_that_is_no_integer_is_ignored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``NewTaskInfo`` (``api/job_info.go:247-250``) keeps the pod's priority when
+    ``strconv.ParseInt(annotation, 10, 32)`` fails; the pod is scheduled as any other. Lahar
+    refused the whole file; now it warns, naming pod and field."""
+    objs = [make_node("n1"), make_podgroup("j"),
+            make_pod("j-0", group="j", annotations={"volcano.sh/task-priority": "high"})]
+    result = simulate_cli(tmp_path, capsys, objs, DEFAULT_TIERS)
+    assert result.node_of("j-0") == "n1"
+    [message] = _read_in_part(result, "j-0")
+    assert "metadata.annotations[volcano.sh/task-priority]" in message and "'high'" in message
+
+
+@pytest.mark.parametrize("value", ["1_0", " 5", "2147483648", "5.0"])
+def test_task_priority_is_read_as_go_parse_int_reads_it(value: str) -> None:
+    """ParseInt with base 10 and 32 bits takes no underscore, space, fraction or value past
+    int32: each of these leaves the pod's own priority."""
+    from scheduler.api.task import task_from_pod
+    pod = make_pod("p", priority=7, annotations={"volcano.sh/task-priority": value})
+    task = task_from_pod(pod)
+    assert task.priority == 7 and task.notes
+    assert task_from_pod(make_pod("q", annotations={"volcano.sh/task-priority": "-3"})
+                         ).priority == -3
+
+
+def test_a_bound_pod_with_a_bad_annotation_keeps_its_node_full(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bound pod's usage stays on its node whatever its annotations say: the 2-cpu node
+    holding it has no room for another 2 cpu."""
+    objs = [make_node("n1", cpu="2"), make_podgroup("old", phase="Running"),
+            make_pod("old-0", cpu="2", group="old", node="n1",
+                     annotations={"volcano.sh/task-priority": "x"}),
+            make_podgroup("new"), make_pod("new-0", cpu="2", group="new")]
+    result = simulate_cli(tmp_path, capsys, objs, DEFAULT_TIERS)
+    assert result.node_of("new-0") is None
+
+
+def test_a_bound_pod_with_an_unreadable_quantity_keeps_what_can_be_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the unreadable entry is left out: the bound pod's 2 cpu (and its pod slot) stay
+    on the node, with a warning naming the pod and the field."""
+    old = make_pod("old-0", cpu="2", group="old", node="n1")
+    old["spec"]["containers"].append(
+        {"name": "side", "image": "busybox", "resources": {"requests": {"memory": "lots"}}})
+    objs = [make_node("n1", cpu="2"), make_podgroup("old", phase="Running"), old,
+            make_podgroup("new"), make_pod("new-0", cpu="1", group="new")]
+    result = simulate_cli(tmp_path, capsys, objs, DEFAULT_TIERS)
+    assert result.node_of("new-0") is None
+    [message] = _read_in_part(result, "old-0")
+    assert "spec.containers[1].resources" in message and "'memory'" in message
+
+
+def test_a_pending_pod_with_an_unreadable_quantity_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pod that holds nothing yet is still bad input: the file is refused, naming it."""
+    pod = make_pod("new-0", cpu="lots", group="new")
+    cluster, conf = tmp_path / "c.yaml", tmp_path / "s.conf"
+    cluster.write_text(json.dumps(pod))
+    conf.write_text(DEFAULT_TIERS)
+    assert main(["simulate", str(cluster), "--conf", str(conf), "--max-cycles", "1"]) != 0
+    assert "new-0" in capsys.readouterr().err
