@@ -298,3 +298,33 @@ def test_a_pending_pod_with_an_unreadable_quantity_is_refused(
     conf.write_text(DEFAULT_TIERS)
     assert main(["simulate", str(cluster), "--conf", str(conf), "--max-cycles", "1"]) != 0
     assert "new-0" in capsys.readouterr().err
+
+
+# -- 8. queue status with a root queue --------------------------------------------------------
+
+
+def _queue(name: str, parent: str | None = None) -> Obj:
+    queue = make_queue(name)
+    if parent is not None:
+        queue["spec"]["parent"] = parent
+    return queue
+
+
+def test_queue_allocated_rolls_up_to_parents_and_root_pods_included(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``updateQueueStatus`` (``framework/session.go:502-556``): with a ``root`` queue every
+    allocated task is added to its queue and to each ancestor along ``spec.parent`` (``root``
+    when unset), and ``ConvertRes2ResList`` (``util/scheduler_helper.go:351-362``) writes
+    ``pods`` too."""
+    objs = [make_node("n1", cpu="8"), _queue("root"), _queue("eng", "root"),
+            _queue("train", "eng"), _queue("default"),
+            make_podgroup("t", queue="train"), make_pod("t-0", cpu="2", group="t"),
+            make_pod("t-1", cpu="1", group="t"),
+            make_podgroup("d", queue="default"), make_pod("d-0", cpu="1", group="d")]
+    result = simulate_cli(tmp_path, capsys, objs, DEFAULT_TIERS)
+    allocated = {name: (queue.get("status") or {}).get("allocated") or {}
+                 for name, queue in result.objects("Queue").items()}
+    assert allocated["train"]["cpu"] == "3" and allocated["train"]["pods"] == "2"
+    assert allocated["eng"]["cpu"] == "3" and allocated["eng"]["pods"] == "2"
+    assert allocated["default"]["cpu"] == "1" and allocated["default"]["pods"] == "1"
+    assert allocated["root"]["cpu"] == "4" and allocated["root"]["pods"] == "3"
