@@ -88,6 +88,37 @@ def test_no_slot_anywhere_says_insufficient_pods(
     assert "1 Insufficient pods" in message
 
 
+_NORMAL_PREEMPT_FLAGS = {
+    "conformance": ("enablePreemptable",),
+    "gang": ("enablePreemptable", "enableJobPipelined", "enableJobStarving"),
+    "priority": ("enableTaskOrder", "enableJobOrder", "enablePreemptable",
+                 "enableJobPipelined", "enableJobStarving"),
+    "proportion": ("enabledOverused", "enabledAllocatable", "enableQueueOrder"),
+}
+
+
+@pytest.mark.parametrize("preemptor_cpu", ["3", None], ids=["requests", "best-effort"])
+def test_normal_preempt_frees_the_only_pod_slot(preemptor_cpu: str | None) -> None:
+    """``TestPreempt``'s #3335 cases (``actions/preempt/preempt_test.go:256-296``, tiers
+    430-455 without ``predicates``): on a node with one pod slot, held by a best-effort pod,
+    the preemptor evicts it whether it asks for 3 cpu or for nothing."""
+    from scheduler.conf import PLUGIN_FLAGS
+    from tests.builders import simulate
+    from tests.scenarios.preemption_helpers import evicted
+    from tests.scenarios.test_capacity_proportion import _PRIORITIES, _case_best_effort_victim
+
+    def plugin(name: str) -> str:
+        flags = ", ".join(f"{flag}: {str(flag in _NORMAL_PREEMPT_FLAGS[name]).lower()}"
+                          for flag in PLUGIN_FLAGS if flag != "enableHierarchy")
+        return f"  - {{name: {name}, {flags}}}\n"
+
+    conf = ('actions: "preempt"\ntiers:\n- plugins:\n'
+            + "".join(plugin(name) for name in _NORMAL_PREEMPT_FLAGS))
+    objs, expected = _case_best_effort_victim(preemptor_cpu)
+    run = simulate([*_PRIORITIES, *objs], conf=conf, max_cycles=1)
+    assert evicted(run) == expected
+
+
 # -- 2. HDRF saturation --------------------------------------------------------------------
 
 HDRF = """
