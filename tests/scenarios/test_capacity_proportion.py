@@ -59,7 +59,7 @@ TOPOLOGY_CONF = (
     "  arguments: {enableTopologyAwarePreemption: true}\n"
 )
 
-_PRIORITIES = [make_priority_class("high-priority", 100000),
+PRIORITIES = [make_priority_class("high-priority", 100000),
                make_priority_class("low-priority", 10)]
 
 
@@ -152,7 +152,7 @@ def _case_not_preemptable_or_higher() -> tuple[list[Obj], list[str]]:
     ]), ["preemptee2"]
 
 
-def _case_best_effort_victim(preemptor_cpu: str | None) -> tuple[list[Obj], list[str]]:
+def best_effort_victim_case(preemptor_cpu: str | None) -> tuple[list[Obj], list[str]]:
     """#3335: the node holds one pod; a best-effort pod there is evicted for the preemptor,
     whether that asks for 3 cpu or nothing: only the ``pods`` dimension is short."""
     return _c1([
@@ -229,8 +229,8 @@ CASES = {
     "same-queue-3161": lambda: _case_same_queue("4"),
     "same-queue-room-3161": lambda: _case_same_queue("6"),
     "not-preemptable-or-higher-2232": _case_not_preemptable_or_higher,
-    "best-effort-victim-3335": lambda: _case_best_effort_victim("3"),
-    "best-effort-both-3335": lambda: _case_best_effort_victim(None),
+    "best-effort-victim-3335": lambda: best_effort_victim_case("3"),
+    "best-effort-both-3335": lambda: best_effort_victim_case(None),
     "preemption-policy-never-3642": _case_preempt_never,
     "pod-anti-affinity": _case_anti_affinity,
     "priority-queues": _case_priority_queues,
@@ -242,7 +242,7 @@ def test_topology_aware_preempt_with_capacity_and_proportion(case: str) -> None:
     """``TestTopologyAwarePreempt`` (preempt_test.go:614-934): one preempt session, the
     evictions its ``ExpectEvicted`` names (none where it expects ``ExpectEvictNum: 0``)."""
     objs, expected = CASES[case]()
-    run = simulate([*_PRIORITIES, *objs], conf=TOPOLOGY_CONF, max_cycles=1)
+    run = simulate([*PRIORITIES, *objs], conf=TOPOLOGY_CONF, max_cycles=1)
     assert evicted(run) == sorted(expected)
 
 

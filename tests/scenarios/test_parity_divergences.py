@@ -10,8 +10,12 @@ from typing import Any
 
 import pytest
 
+from scheduler.api.task import task_from_pod
 from scheduler.commands.cli import main
-from tests.builders import make_node, make_pod, make_podgroup, make_queue
+from scheduler.conf import PLUGIN_FLAGS
+from tests.builders import make_node, make_pod, make_podgroup, make_queue, simulate
+from tests.scenarios.preemption_helpers import evicted
+from tests.scenarios.test_capacity_proportion import PRIORITIES, best_effort_victim_case
 
 Obj = dict[str, Any]
 
@@ -102,10 +106,6 @@ def test_normal_preempt_frees_the_only_pod_slot(preemptor_cpu: str | None) -> No
     """``TestPreempt``'s #3335 cases (``actions/preempt/preempt_test.go:256-296``, tiers
     430-455 without ``predicates``): on a node with one pod slot, held by a best-effort pod,
     the preemptor evicts it whether it asks for 3 cpu or for nothing."""
-    from scheduler.conf import PLUGIN_FLAGS
-    from tests.builders import simulate
-    from tests.scenarios.preemption_helpers import evicted
-    from tests.scenarios.test_capacity_proportion import _PRIORITIES, _case_best_effort_victim
 
     def plugin(name: str) -> str:
         flags = ", ".join(f"{flag}: {str(flag in _NORMAL_PREEMPT_FLAGS[name]).lower()}"
@@ -114,8 +114,8 @@ def test_normal_preempt_frees_the_only_pod_slot(preemptor_cpu: str | None) -> No
 
     conf = ('actions: "preempt"\ntiers:\n- plugins:\n'
             + "".join(plugin(name) for name in _NORMAL_PREEMPT_FLAGS))
-    objs, expected = _case_best_effort_victim(preemptor_cpu)
-    run = simulate([*_PRIORITIES, *objs], conf=conf, max_cycles=1)
+    objs, expected = best_effort_victim_case(preemptor_cpu)
+    run = simulate([*PRIORITIES, *objs], conf=conf, max_cycles=1)
     assert evicted(run) == expected
 
 
@@ -285,7 +285,6 @@ def test_a_task_priority_that_is_no_integer_is_ignored(
 def test_task_priority_is_read_as_go_parse_int_reads_it(value: str) -> None:
     """ParseInt with base 10 and 32 bits takes no underscore, space, fraction or value past
     int32: each of these leaves the pod's own priority."""
-    from scheduler.api.task import task_from_pod
     pod = make_pod("p", priority=7, annotations={"volcano.sh/task-priority": value})
     task = task_from_pod(pod)
     assert task.priority == 7 and task.notes
