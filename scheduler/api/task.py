@@ -206,6 +206,9 @@ def task_from_pod(
             )
         notes.append("field metadata.annotations: must be a map of strings; ignored")
         annotations = {}
+    if notes is not None and not isinstance(labels, Mapping):
+        notes.append("field metadata.labels: must be a map of strings; ignored")
+        labels = {}
     memo_key = memo.key(pod, ignored) if memo is not None else None
     parsed = memo.get(memo_key) if memo is not None and memo_key is not None else None
     if parsed is None:
@@ -233,6 +236,12 @@ def task_from_pod(
             if notes is None:
                 raise
             notes.append(f"field {exc.field}: {exc.problem}; the pod's constraints are ignored")
+            spec_info = PodSpecInfo()
+        except (AttributeError, TypeError, ValueError) as exc:
+            if notes is None:
+                raise
+            notes.append(f"field spec: cannot be read ({exc}); the pod's constraints are "
+                         "ignored")
             spec_info = PodSpecInfo()
         else:
             if memo is not None and memo_key is not None and not notes:

@@ -358,3 +358,22 @@ def test_queue_allocated_rolls_up_to_parents_and_root_pods_included(
     assert allocated["eng"]["cpu"] == "3" and allocated["eng"]["pods"] == "2"
     assert allocated["default"]["cpu"] == "1" and allocated["default"]["pods"] == "1"
     assert allocated["root"]["cpu"] == "4" and allocated["root"]["pods"] == "3"
+
+
+def test_a_bound_pod_is_read_in_part_whatever_is_broken() -> None:
+    """Each field that cannot be read is named and left out; the pod's usage stays. The same
+    pod not yet bound is refused."""
+    pod = make_pod("p", cpu="2", node="n1", affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": 3, "operator": "In"}]}]}}})
+    pod["metadata"]["labels"] = ["not", "a", "map"]
+    pod["spec"]["containers"].append("not a container")
+    task = task_from_pod(pod)
+    assert task.resreq.milli_cpu == 2000 and task.resreq.get("pods") == 1
+    fields = [note.split(":")[0] for note in task.notes]
+    assert fields == ["field metadata.labels", "field spec.containers[1].resources",
+                      "field spec.affinity.nodeAffinity.required.nodeSelectorTerms[0]"
+                      ".matchExpressions[0].key"]
+    del pod["spec"]["nodeName"]
+    with pytest.raises(ValueError, match="Pod default/p"):
+        task_from_pod(pod)
