@@ -1,13 +1,13 @@
 """capacity: queues with an explicit ``spec.deserved``, lending idle capacity and reclaiming it.
 
-The alternative to ``proportion`` (a conf may not name both): instead of dividing the cluster by
-weight, each queue states what it deserves per resource. A queue may allocate up to its *real
-capability* — its ``capability``, capped by what the other queues' ``guarantee`` leaves — so it
-borrows what others leave idle. A queue still within its deserved share on a resource a waiting
-task asks for may reclaim (``preemptive``); a running task is a reclaim victim while its queue is
-above deserved on a resource that task uses and would stay at or above its guarantee. A queue
-without ``deserved`` is best effort: its share is fixed at 1, so it goes after every queue still
-below its deserved share and is reclaimed from first.
+The alternative to ``proportion`` (a conf naming both gets a warning): instead of dividing the
+cluster by weight, each queue states what it deserves per resource. A queue may allocate up to
+its *real capability* — its ``capability``, capped by what the other queues' ``guarantee``
+leaves — so it borrows what others leave idle. A queue still within its deserved share on a
+resource a waiting task asks for may reclaim (``preemptive``); a running task is a reclaim
+victim while its queue is above deserved on a resource that task uses and would stay at or above
+its guarantee. A queue without ``deserved`` is best effort: its share is fixed at 1, so it goes
+after every queue still below its deserved share and is reclaimed from first.
 
 With ``enableHierarchy`` the queues form a tree through ``spec.parent`` under ``root``
 (:mod:`scheduler.framework.queuetree`): children inherit the capability dimensions they leave

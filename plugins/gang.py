@@ -2,7 +2,9 @@
 
 A job is valid when it has enough schedulable tasks (and per-role ``minTaskMember``), ready
 when enough tasks hold resources, pipelined when enough more are reserved. At session close
-it writes the ``Unschedulable`` / ``Scheduled`` PodGroup condition with Volcano's messages.
+it writes the ``Unschedulable`` / ``Scheduled`` PodGroup condition with Volcano's messages; an
+invalid job (the actions pass it by) gets the ``NotEnoughResources`` condition of any unready
+gang, as Volcano writes it since it stopped dropping invalid jobs from the session.
 """
 
 from __future__ import annotations
@@ -109,7 +111,11 @@ class Gang(PluginBase[NoArgs]):
         # A settled job is a running gang whose Scheduled condition is already set.
         for job in session.closing_jobs():
             if not session.is_valid(job):
-                continue
+                if self.job_valid(job) is None:
+                    continue  # another plugin's verdict: the session writes it
+                # Volcano keeps a job gang finds invalid in the session (since b5a8b2b39): the
+                # actions pass it by, enqueue admits it, and here it is one more unready gang.
+                session.invalid_jobs.pop(job.uid)
             if _running_gang(job):
                 session.update_podgroup_condition(
                     job, "Scheduled", reason="tasks in gang are ready to be scheduled",

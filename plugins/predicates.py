@@ -160,6 +160,17 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
             mask &= ~failed
         return mask
 
+    def simulate_predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
+        """Inter-pod affinity alone, as Volcano's predicates ``SimulatePredicateFn``
+        (``predicates.go`` 397-440) re-checks it in topology-aware preemption's dry run."""
+        mask = np.ones(len(table), dtype=bool)
+        index = self._index
+        if not self.args.pod_affinity or index is None or not wants_affinity_filter(index, task):
+            return mask
+        for failed, _ in affinity_reasons(index, table, task):
+            mask &= ~failed
+        return mask
+
     def predicate_reasons(
         self, task: TaskInfo, table: NodeTable, alive: BoolArray
     ) -> list[tuple[BoolArray, str]]:

@@ -322,7 +322,7 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
         options = (_plugin(p, f"{source}: tiers[{t}].plugins[{i}]", warnings)
                    for i, p in enumerate(plugins))
         tiers.append(tuple(option for option in options if option is not None))
-    _check_combinations(tiers, source)
+    _check_combinations(tiers, source, warnings)
     if not any(tiers):
         warnings.append(
             f"{source}: no plugins in tiers; pods are placed by resources alone "
@@ -447,14 +447,16 @@ def _warn_mixed_eviction(actions: Sequence[str], source: str, warnings: list[str
         )
 
 
-def _check_combinations(tiers: list[tuple[PluginOption, ...]], source: str) -> None:
+def _check_combinations(
+    tiers: list[tuple[PluginOption, ...]], source: str, warnings: list[str]
+) -> None:
     names = {p.name for tier in tiers for p in tier}
     if {"capacity", "proportion"} <= names:
-        # Both own the queues' deserved share, reclaim and admission; Volcano's capacity guide
-        # says they cannot be used together, though its conf loader lets the pair through.
-        raise ConfError(
-            f"{source}: plugins capacity and proportion cannot be used together "
-            f"(both divide the cluster between queues); keep one of them"
+        # Volcano's loader (scheduler/util.go, unmarshalSchedulerConf) takes the pair and the
+        # session combines both plugins' hooks; only its capacity guide warns against it.
+        warnings.append(
+            f"{source}: plugins capacity and proportion are both on: unusual (both divide the "
+            f"cluster between queues); as in Volcano, both plugins' queue hooks apply"
         )
     _check_device_switches(tiers, source)
     for t, tier in enumerate(tiers):

@@ -278,9 +278,10 @@ class JobInfo:
             if tasks:
                 by_status[str(status)] += len(tasks)
         head = "pod group is ready" if self.is_ready() else "pod group is not ready"
-        parts = [f"{count} {status}" for status, count in sorted(by_status.items())]
+        parts = [f"{count} {status}" for status, count in by_status.items()]
         parts.append(f"{self.min_available} minAvailable")
-        message = f"{head}, {', '.join(parts)}"
+        # Go's sort.Strings over the whole "<count> <status>" texts, minAvailable among them
+        message = f"{head}, {', '.join(sorted(parts))}"
         pending = self.task_status_index.get(TaskStatus.PENDING, {})
         reasons: Counter[str] = Counter()
         for task in pending.values():
@@ -290,7 +291,7 @@ class JobInfo:
                 else "Unschedulable"
             ] += 1
         if reasons:
-            message += "; Pending: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+            message += "; Pending: " + ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
         origin = next(((tid, fe) for tid, fe in self.nodes_fit_errors.items()), None)
         if origin is not None:
             origin_task = self.tasks.get(origin[0])

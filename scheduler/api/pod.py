@@ -197,53 +197,96 @@ def _container_request(container: Mapping[str, Any], ignored: frozenset[str]) ->
 
 
 def pod_requests(
-    pod: Mapping[str, Any], *, ignored: frozenset[str] = frozenset()
+    pod: Mapping[str, Any],
+    *,
+    ignored: frozenset[str] = frozenset(),
+    notes: list[str] | None = None,
 ) -> tuple[Resource, Resource]:
     """``(resreq, init_resreq)`` of a pod, each including ``pods: 1``.
 
     ``resreq`` sums the app containers (and restartable init containers, i.e. sidecars);
     ``init_resreq`` is the max of that and the largest plain init container, plus overhead.
+    Raises :class:`ObjectError` on an unreadable request; with ``notes`` (a bound pod, whose
+    usage must be kept), an unreadable entry is left out instead and named in ``notes``.
     """
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     err = _Err(str(meta.get("name", "")), str(meta.get("namespace") or "default"))
     total = Resource()
-    try:
-        for i, container in enumerate(spec.get("containers") or []):
-            where = f"spec.containers[{i}].resources"
-            total.add(_checked(container, ignored, err, where))
-        largest_init = Resource()
-        sidecars = Resource()
-        for i, container in enumerate(spec.get("initContainers") or []):
-            where = f"spec.initContainers[{i}].resources"
-            request = _checked(container, ignored, err, where)
-            if (container or {}).get("restartPolicy") == "Always":
-                sidecars.add(request)
-            else:
-                largest_init.set_max(request.clone().add(sidecars))
-        total.add(sidecars)
-        init = total.clone().set_max(largest_init)
-        overhead = spec.get("overhead")
-        if overhead:
-            extra = resource_from_list(overhead, ignored=ignored)
-            total.add(extra)
-            init.add(extra)
-    except QuantityError as exc:  # pragma: no cover - _checked already converts
-        raise err("spec.overhead", str(exc)) from None
+    for i, container in enumerate(spec.get("containers") or []):
+        where = f"spec.containers[{i}].resources"
+        total.add(_checked(container, ignored, err, where, notes))
+    largest_init = Resource()
+    sidecars = Resource()
+    for i, container in enumerate(spec.get("initContainers") or []):
+        where = f"spec.initContainers[{i}].resources"
+        request = _checked(container, ignored, err, where, notes)
+        if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
+            sidecars.add(request)
+        else:
+            largest_init.set_max(request.clone().add(sidecars))
+    total.add(sidecars)
+    init = total.clone().set_max(largest_init)
+    overhead = spec.get("overhead")
+    if overhead:
+        extra = _resources(overhead, ignored, err, "spec.overhead", notes)
+        total.add(extra)
+        init.add(extra)
     total.scalars[PODS] = 1.0
     init.scalars[PODS] = 1.0
     return total, init
 
 
-def _checked(container: Any, ignored: frozenset[str], err: _Err, where: str) -> Resource:
-    if not isinstance(container, Mapping):
-        raise err(where, "container must be an object")
+def _resources(values: Any, ignored: frozenset[str], err: _Err, where: str,
+               notes: list[str] | None) -> Resource:
+    """One ResourceList; with ``notes``, each unreadable entry is skipped and noted."""
+    if not isinstance(values, Mapping):
+        if notes is None:
+            raise err(where, "must be a map")
+        notes.append(f"field {where}: must be a map; left out")
+        return Resource()
     try:
-        return _container_request(container, ignored)
+        return resource_from_list(values, ignored=ignored)
     except QuantityError as exc:
-        raise err(where, str(exc)) from None
-    except AttributeError:
-        raise err(where, "requests and limits must be maps") from None
+        if notes is None:
+            raise err(where, str(exc)) from None
+    out = Resource()
+    for name, raw in values.items():
+        try:
+            out.add(resource_from_list({name: raw}, ignored=ignored))
+        except QuantityError as exc:
+            notes.append(f"field {where}: {exc}; left out")
+    return out
+
+
+def _checked(container: Any, ignored: frozenset[str], err: _Err, where: str,
+             notes: list[str] | None = None) -> Resource:
+    if not isinstance(container, Mapping):
+        if notes is None:
+            raise err(where, "container must be an object")
+        notes.append(f"field {where}: container must be an object; left out")
+        return Resource()
+    if notes is None:
+        try:
+            return _container_request(container, ignored)
+        except QuantityError as exc:
+            raise err(where, str(exc)) from None
+        except AttributeError:
+            raise err(where, "requests and limits must be maps") from None
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        notes.append(f"field {where}: must be a map; left out")
+        return Resource()
+    limits, requests = resources.get("limits"), resources.get("requests")
+    merged: dict[str, Any] = {}
+    for part, values in (("limits", limits), ("requests", requests)):
+        if values is None:
+            continue
+        if not isinstance(values, Mapping):
+            notes.append(f"field {where}.{part}: must be a map; left out")
+            continue
+        merged.update(values)  # the API server defaults a missing request to its limit
+    return _resources(merged, ignored, err, where, notes)
 
 
 ParsedPod = tuple[Resource, Resource, PodSpecInfo]

@@ -23,6 +23,7 @@ __all__ = [
     "TASK_PRIORITY_ANNOTATION",
     "TASK_SPEC_KEY",
     "TaskInfo",
+    "go_parse_int32",
     "parse_time",
     "pod_key",
     "preemptable_flag",
@@ -62,6 +63,9 @@ class TaskInfo:
     """Annotations to send inside the Binding (device choices)."""
     last_node: str = ""
     """Node of the last in-session placement attempt, for close-time messages."""
+    notes: tuple[str, ...] = ()
+    """What was left out of the pod when it was read (``field <path>: <problem>``): set only
+    for what Volcano ignores and for a bound pod, which is kept whatever cannot be read."""
 
     @property
     def key(self) -> str:
@@ -93,7 +97,24 @@ class TaskInfo:
             self.pod,
             dict(self.bind_annotations),
             self.last_node,
+            self.notes,
         )
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def go_parse_int32(value: object) -> int | None:
+    """``strconv.ParseInt(value, 10, 32)``: an optional sign and decimal digits only (no
+    spaces, no underscores) within int32; None where Go returns an error."""
+    text = value if isinstance(value, str) else None
+    if not text:
+        return None
+    digits = text[1:] if text[0] in "+-" else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    number = int(text)
+    return number if _INT32[0] <= number <= _INT32[1] else None
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -171,18 +192,27 @@ def task_from_pod(
     namespace = str(meta.get("namespace") or "default")
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
+    # A bound pod holds its node's resources whatever else is wrong with it: what cannot be
+    # read is left out and named in ``notes``, never the whole pod.
+    notes: list[str] | None = [] if spec.get("nodeName") else None
     if not isinstance(annotations, Mapping):
-        raise ObjectError(
-            kind="Pod",
-            name=name,
-            namespace=namespace,
-            field="metadata.annotations",
-            problem="must be a map of strings",
-        )
+        if notes is None:
+            raise ObjectError(
+                kind="Pod",
+                name=name,
+                namespace=namespace,
+                field="metadata.annotations",
+                problem="must be a map of strings",
+            )
+        notes.append("field metadata.annotations: must be a map of strings; ignored")
+        annotations = {}
+    if notes is not None and not isinstance(labels, Mapping):
+        notes.append("field metadata.labels: must be a map of strings; ignored")
+        labels = {}
     memo_key = memo.key(pod, ignored) if memo is not None else None
     parsed = memo.get(memo_key) if memo is not None and memo_key is not None else None
     if parsed is None:
-        resreq, init_resreq = pod_requests(pod, ignored=ignored)
+        resreq, init_resreq = pod_requests(pod, ignored=ignored, notes=notes)
     else:
         resreq, init_resreq, spec_info = parsed
     group = _group_of(meta)
@@ -191,20 +221,31 @@ def task_from_pod(
         priority = 1
     override = annotations.get(TASK_PRIORITY_ANNOTATION)
     if override is not None:
-        try:
-            priority = int(override)
-        except (TypeError, ValueError):
-            raise ObjectError(
-                kind="Pod",
-                name=name,
-                namespace=namespace,
-                field=f"metadata.annotations[{TASK_PRIORITY_ANNOTATION}]",
-                problem=f"must be an integer, got {override!r}",
-            ) from None
+        value = go_parse_int32(override)
+        if value is None:
+            # Volcano's NewTaskInfo ignores what strconv.ParseInt(.., 10, 32) refuses.
+            note = (f"field metadata.annotations[{TASK_PRIORITY_ANNOTATION}]: {override!r} is "
+                    "not a 32-bit integer; ignored, as in Volcano")
+            (notes if notes is not None else (notes := [])).append(note)
+        else:
+            priority = value
     if parsed is None:
-        spec_info = parse_pod_spec(pod)
-        if memo is not None and memo_key is not None:
-            memo.put(memo_key, (resreq, init_resreq, spec_info))
+        try:
+            spec_info = parse_pod_spec(pod)
+        except ObjectError as exc:
+            if notes is None:
+                raise
+            notes.append(f"field {exc.field}: {exc.problem}; the pod's constraints are ignored")
+            spec_info = PodSpecInfo()
+        except (AttributeError, TypeError, ValueError) as exc:
+            if notes is None:
+                raise
+            notes.append(f"field spec: cannot be read ({exc}); the pod's constraints are "
+                         "ignored")
+            spec_info = PodSpecInfo()
+        else:
+            if memo is not None and memo_key is not None and not notes:
+                memo.put(memo_key, (resreq, init_resreq, spec_info))
     gates = spec.get("schedulingGates") or []
     return TaskInfo(
         uid=TaskID(str(meta.get("uid") or f"{namespace}/{name}")),
@@ -225,4 +266,5 @@ def task_from_pod(
         sched_gated=bool(gates),
         spec=spec_info,
         pod=pod,
+        notes=tuple(notes or ()),
     )

@@ -214,6 +214,26 @@ class SchedulerCache(CacheWrites):
             ),
         )
 
+    def _report_notes(self, obj: Mapping[str, Any], notes: tuple[str, ...]) -> None:
+        """A pod kept although part of it could not be read (or is ignored, as Volcano
+        ignores it): one Warning event naming the pod and each field, once per change."""
+        meta = obj.get("metadata") or {}
+        key = f"Pod {meta.get('namespace') or 'default'}/{meta.get('name', '')} (read in part)"
+        message = "; ".join(notes)
+        if self.broken.get(key) == message:
+            return
+        self.broken[key] = message
+        log.warning("pod read in part", object=key.removesuffix(" (read in part)"),
+                    problems=message)
+        ref = ObjectRef(kind="Pod", name=str(meta.get("name", "")),
+                        namespace=str(meta.get("namespace") or "default"),
+                        uid=str(meta.get("uid", "")))
+        self.enqueue_status(
+            ("broken", key),
+            lambda: self.writer.record_event(
+                involved=ref, type="Warning", reason="InvalidPodField", message=message),
+        )
+
     def _lost_podgroup(self, key: str) -> None:
         """A PodGroup status write was lost: its job must be closed (and written) again."""
         with self.lock:
@@ -281,6 +301,10 @@ class SchedulerCache(CacheWrites):
             self.strings.intern(obj)
         self.pods[key] = obj
         self.broken.pop(f"Pod {key}", None)
+        if task.notes:
+            self._report_notes(obj, task.notes)
+        else:
+            self.broken.pop(f"Pod {key} (read in part)", None)
         if task.node_name:
             self.resync.forget(key)  # bound: a past bind failure no longer matters
         elif self.resync.waiting(key):

@@ -156,7 +156,8 @@ class StatusRecorder:
         self.enqueue(("pod", key), write)
 
     def update_queue_allocated(self, queue: QueueInfo, allocated: Resource) -> None:
-        quantities = allocated.to_quantities()
+        # ``pods`` too, as Volcano's ConvertRes2ResList writes it
+        quantities = allocated.to_quantities(include_pods=True)
         if self.queue_allocated.get(queue.name) == quantities:
             return
         self.queue_allocated[queue.name] = quantities

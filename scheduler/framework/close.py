@@ -10,6 +10,7 @@ will close the same way next cycle, for the next snapshot to settle them.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from scheduler.api.job import JobInfo
@@ -20,6 +21,7 @@ from scheduler.api.podgroup import (
     PHASE_RUNNING,
     PHASE_UNKNOWN,
 )
+from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.status import ALL_NODES_UNAVAILABLE
 from scheduler.api.task import TaskInfo
@@ -33,6 +35,7 @@ __all__ = [
     "podgroup_phase",
     "queue_allocations",
     "rfc3339",
+    "roll_up",
     "task_reason",
     "unready_tasks",
 ]
@@ -117,7 +120,7 @@ def close_session(session: Session) -> None:
             steady.add(job.uid)
     session.snapshot.closed_jobs = [job.uid for job in closing]
     session.snapshot.steady_closed = steady
-    allocated = queue_allocations(session)
+    allocated = roll_up(session.queues, queue_allocations(session))
     for uid, queue in session.queues.items():
         session.sink.update_queue_allocated(queue, allocated[uid])
 
@@ -159,6 +162,35 @@ def queue_allocations(session: Session) -> dict[str, Resource]:
             if job.queue in by_task:
                 _held(session, job, allocated[job.queue])
     return allocated
+
+
+_ROOT = QueueID("root")
+
+
+def roll_up(queues: Mapping[QueueID, QueueInfo],
+            allocated: dict[str, Resource]) -> dict[str, Resource]:
+    """With a ``root`` queue, each queue's own allocation is added to every ancestor along
+    ``spec.parent`` (``root`` when unset), as Volcano's ``updateQueueStatus`` adds each task
+    (``framework/session.go:502-535``) — a job of ``root`` itself counts there twice, as
+    there. A parent that does not exist or a cycle ends the walk (Volcano would fail)."""
+    if _ROOT not in queues:
+        return allocated
+    out = {uid: total.clone() for uid, total in allocated.items()}
+    for uid, own in allocated.items():
+        queue = queues.get(QueueID(uid))
+        if queue is None:
+            continue
+        seen = {uid}
+        while True:
+            parent = QueueID(queue.parent or _ROOT)
+            if parent not in out:
+                break
+            out[parent].add(own)
+            if parent == _ROOT or parent in seen:
+                break
+            seen.add(parent)
+            queue = queues[parent]
+    return out
 
 
 def _add_kept(allocated: dict[str, Resource], kept: dict[QueueID, list[Resource]]) -> None:

@@ -11,9 +11,12 @@ fewest victims, (4) the latest start among the highest-priority victims; then th
 
 The dry run uses the session itself inside a statement that is always discarded, so every
 plugin sees the removals through its usual event handlers (Volcano's Simulate* hooks mirror
-those handlers on cloned state). A node where the preemptor does not fit with all victims gone
-is never a candidate — Volcano would still evict there when only the queue check fails; we do
-not (``docs/preemption.md``).
+those handlers on cloned state). As victims leave, a node is judged by the queue check, the
+resource fit (``pods`` included) and the plugins' simulate checks alone
+(``SimulatePredicateFn``: inter-pod affinity and devices), not by every predicate
+(``docs/fidelity.md``). A node where the preemptor does not fit with all victims gone is never
+a candidate — Volcano would still evict there when only the queue check fails; we do not
+(``docs/preemption.md``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from scheduler.api.resource import Default
 from scheduler.api.task import TaskInfo, parse_time
 from scheduler.framework.eviction import (
     TaskFilter,
-    predicate_passes,
     sorted_victims,
     victims_suffice,
 )
@@ -146,7 +148,7 @@ class TopologyChooser:
             return (
                 session.allocatable(queue, preemptor)
                 and preemptor.init_resreq.less_equal(node.future_idle, Default.ZERO)
-                and predicate_passes(session, preemptor, node)
+                and session.simulate_predicate(preemptor, node)
             )
 
         dry = Statement(session)

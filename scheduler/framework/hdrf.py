@@ -4,7 +4,8 @@ Volcano's ``plugins/drf/drf.go`` (``buildHierarchy``, ``updateHierarchicalShare`
 ``compareQueues``, the hierarchical ``reclaimFn``). Queues name their place in a tree with the
 annotations ``volcano.sh/hierarchy: "root/eng/prod"`` and ``volcano.sh/hierarchy-weights:
 "1/2/8"``; jobs hang below their queue's path as leaves. A leaf is *saturated* when it holds
-all it asked for on some resource, or asks for a resource nobody can get more of. An inner
+all it asked for on some resource, or holds and asks for a resource nobody can get more of (a
+leaf that holds nothing never is). An inner
 node's allocation sums its non-empty children, each non-saturated child scaled down to the
 smallest dominant share among them, and it is saturated when all its children are. Queues
 compare top-down along their paths: non-saturated before saturated, then lower
@@ -140,7 +141,8 @@ class Hdrf:
             assert node.children is not None
             node.children[uid] = _Node(uid, allocated=allocated, request=job.total_request,
                                        share=self.share(allocated, total))
-        demanding = {n for n in total.names() if total_allocated.get(n) < total.get(n)}
+        demanding = {n for n in total.resource_names()
+                     if total_allocated.get(n) < total.get(n)}
         self._update(root, demanding)
         return root
 
@@ -190,7 +192,10 @@ class Hdrf:
 
 
 def _saturated(allocated: Resource, request: Resource, demanding: set[str]) -> bool:
-    for name in allocated.names():
+    """Volcano's ``resourceSaturated`` (``drf.go`` 84-97): only the dimensions the job holds
+    (``ResourceNames``, at least the tolerance) are looked at, so a job that holds nothing is
+    never saturated."""
+    for name in allocated.resource_names():
         have, want = allocated.get(name), request.get(name)
         if have != 0 and want != 0 and have >= want:
             return True

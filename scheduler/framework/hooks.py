@@ -48,6 +48,7 @@ __all__ = [
     "Preemptive",
     "QueueOrder",
     "Reclaimable",
+    "SimulatePredicate",
     "TaskOrder",
     "VictimQueueOrder",
     "VictimTasks",
@@ -214,6 +215,15 @@ class PreemptPredicate(Protocol):
 
 
 @runtime_checkable
+class SimulatePredicate(Protocol):
+    """The node checks topology-aware preemption's dry run repeats as victims leave
+    (Volcano's ``SimulatePredicateFn``): only what victims leaving can change and the plugin
+    chooses to re-check there — for ``predicates``, inter-pod affinity alone."""
+
+    def simulate_predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray: ...
+
+
+@runtime_checkable
 class EventHandler(Protocol):
     """Told of every in-session allocate/pipeline and evict/unallocate."""
 
@@ -244,6 +254,7 @@ HOOK_FLAGS: dict[type, str | None] = {
     VictimQueueOrder: None,
     VictimTasks: "enabledVictim",
     PreemptPredicate: "enablePredicate",
+    SimulatePredicate: "enablePredicate",
     EventHandler: None,
 }
 """Each extension point and the PluginOption flag that switches it (None: always on)."""

@@ -240,7 +240,7 @@ class NodeTable:
 
     # -- resource fit ---------------------------------------------------------------------
     def request_dims(self, request: Resource) -> tuple[IntArray, FloatArray, list[str]]:
-        """Requested dimensions (pods excluded) in message order: cpu, memory, scalars.
+        """Requested dimensions (``pods`` included) in message order: cpu, memory, scalars.
 
         The arrays are shared between calls for equal requests: read them, never write."""
         key = self._request_key(request)
@@ -254,9 +254,9 @@ class NodeTable:
         return (request.milli_cpu, request.memory, *request.scalars.items())
 
     def _dims_of(self, request: Resource) -> tuple[IntArray, FloatArray, list[str]]:
-        names = [
-            name for name in request.names() if name != PODS and request.get(name) >= MIN_RESOURCE
-        ]
+        # ``pods`` too: every task asks for one pod and a node's idle holds its free pod
+        # slots, so a full node fails the fit as in Volcano's allocate ``predicate``.
+        names = [name for name in request.names() if request.get(name) >= MIN_RESOURCE]
         cols: list[int] = []
         values: list[float] = []
         for name in names:

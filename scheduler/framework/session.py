@@ -399,6 +399,18 @@ class Session:
                     remaining &= ~failed
         return out
 
+    def simulate_predicate(self, task: TaskInfo, node: NodeInfo) -> bool:
+        """Volcano's ``SimulatePredicateFn`` for one node: the AND of the plugins' simulate
+        checks, then the device checks (Volcano's predicates plugin runs each device family's
+        ``FilterNode`` there); with no plugin that simulates, every node passes."""
+        plugins = [p for tier in self.hooks(h.SimulatePredicate) for p in tier]
+        if not plugins:
+            return True
+        for plugin in plugins:
+            if not plugin.simulate_predicate_mask(task, self.table)[node.index]:
+                return False
+        return not self.wants_exact(task) or self.exact_check(task, node) is None
+
     def wants_exact(self, task: TaskInfo) -> bool:
         """Whether any exact predicate has something to check for ``task``."""
         return any(plugin.wants_exact(task) for plugin in self._exact)

@@ -88,7 +88,7 @@ def test_pods_of_unreadable_and_deleted_podgroups_are_told_why(
     wait_until(lambda: explained(apiserver, "negcpu-0", "PodGroup team/negative-cpu",
                                  "spec.minResources"),
                timeout=5.0, message="pod of the PodGroup with a negative cpu told why")
-    wait_until(lambda: "min: 5" in condition(apiserver, "big-0").get("message", ""),
+    wait_until(lambda: "5 minAvailable" in condition(apiserver, "big-0").get("message", ""),
                timeout=5.0, message="gang condition of big-0")
 
     apiserver.delete(PODGROUPS, "team/big")

@@ -67,11 +67,13 @@ def test_guide_confs_load(name: str) -> None:
     assert capacity.flags["enableHierarchy"] is (name == "hierarchy")
 
 
-def test_the_guide_conf_with_proportion_added_is_refused() -> None:
+def test_the_guide_conf_with_proportion_added_loads_with_a_warning() -> None:
+    """Volcano's loader (``pkg/scheduler/util.go:61-81``) takes the pair; Lahar warns."""
     text = conf_text("guide").replace("  - name: capacity\n",
                                       "  - name: capacity\n  - name: proportion\n")
-    with pytest.raises(ConfError, match="capacity and proportion cannot be used together"):
-        parse_conf(text)
+    conf = parse_conf(text)
+    assert conf.plugin("capacity") is not None and conf.plugin("proportion") is not None
+    assert any("capacity and proportion" in warning for warning in conf.warnings)
 
 
 def test_guide_a_queue_borrows_what_an_idle_queue_deserves() -> None:

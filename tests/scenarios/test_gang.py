@@ -61,10 +61,13 @@ def test_gang_with_too_few_pods_is_invalid_with_reason() -> None:
     ]
     run = simulate(objs)
     assert run.binds() == {}
+    # Volcano since b5a8b2b39: gang's OnSessionClose writes the invalid job's condition like
+    # any unready gang's (plugins/gang/gang.go:229-277)
     condition = run.podgroup("short")["status"]["conditions"][0]
-    assert condition["reason"] == "NotEnoughTasks"
-    assert condition["message"] == "Not enough valid tasks for gang-scheduling, valid: 2, min: 3"
-    assert run.reason("short-0") == "Not enough valid tasks for gang-scheduling, valid: 2, min: 3"
+    assert condition["reason"] == "NotEnoughResources"
+    assert condition["message"] == ("3/2 tasks in gang unschedulable: pod group is not ready, "
+                                    "2 Pending, 3 minAvailable; Pending: 2 Unschedulable")
+    assert "pod group is not ready, 2 Pending, 3 minAvailable" in run.reason("short-0")
 
 
 def test_min_task_member_per_role() -> None:
@@ -80,7 +83,8 @@ def test_min_task_member_per_role() -> None:
     run = simulate(objs)
     assert run.binds() == {}
     condition = run.podgroup("mpi")["status"]["conditions"][0]
-    assert condition["reason"] == "NotEnoughPodsOfTask"
+    assert condition["reason"] == "NotEnoughResources"  # gang.go:229-277, as any unready gang
+    assert condition["message"].startswith("2/2 tasks in gang unschedulable: ")
     run = simulate([*objs, pod("mpi-master-0", "master")])
     assert len(run.binds()) == 3
 

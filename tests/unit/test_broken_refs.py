@@ -109,7 +109,7 @@ def test_a_broken_update_of_a_podgroup_keeps_its_last_readable_version() -> None
     _cycle(cache, scheduler)
     cache.apply("MODIFIED", "PodGroup", make_podgroup("pg", min_member=-1))
     _cycle(cache, scheduler)
-    assert "min: 2" in _condition(cluster, "p0")["message"]  # still the gang's reason
+    assert "2 minAvailable" in _condition(cluster, "p0")["message"]  # still the gang's reason
     assert cache.unreadable_groups == {}
 
 
@@ -117,7 +117,7 @@ def test_pods_of_a_deleted_podgroup_are_told_it_was_deleted() -> None:
     cluster, cache, scheduler = _cluster([make_node("n1"), make_podgroup("pg", min_member=5),
                                           make_pod("p0", group="pg")])
     _cycle(cache, scheduler)
-    assert "min: 5" in _condition(cluster, "p0")["message"]
+    assert "5 minAvailable" in _condition(cluster, "p0")["message"]
     podgroup = cluster.objects["PodGroup"].pop("default/pg")
     with capture_logs() as logs:
         cache.apply("DELETED", "PodGroup", podgroup)

@@ -38,7 +38,9 @@ def test_request_dims_are_shared_for_equal_requests_and_read_only() -> None:
     first = table.request_dims(Resource(1000.0, 2.0**30, {"nvidia.com/gpu": 1.0, "pods": 1.0}))
     again = table.request_dims(Resource(1000.0, 2.0**30, {"nvidia.com/gpu": 1.0, "pods": 1.0}))
     assert again is first
-    assert first[2] == ["cpu", "memory", "nvidia.com/gpu"] and list(first[1]) == [1000.0, 2.0**30, 1.0]
+    # pods counts in the node fit, as in Volcano's allocate resource check
+    assert first[2] == ["cpu", "memory", "nvidia.com/gpu", "pods"]
+    assert list(first[1]) == [1000.0, 2.0**30, 1.0, 1.0]
     with pytest.raises(ValueError):
         first[1][0] = 0.0
     other = table.request_dims(Resource(2000.0, 0.0, {"example.com/fpga": 1.0}))
