@@ -44,6 +44,7 @@ from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, Vote
 from scheduler.framework import hooks
 from scheduler.framework.arguments import arg, note, notes_field
+from scheduler.framework.gangvictims import EvictionContext, EvictionKind
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
     ROOT_QUEUE,
@@ -295,6 +296,31 @@ class Capacity(PluginBase[CapacityArgs]):
             for resource in (allocated, *lowered):
                 resource.sub(victim.resreq)
             victims.append(victim)
+        return victims, Vote.PERMIT
+
+    def unified_evictable(self, context: EvictionContext,
+                          candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
+        """Gang eviction (Volcano's capacity ``UnifiedEvictableFn``): gangpreempt stays inside
+        a queue, so every candidate; gangreclaim takes a task only while its queue stays at or
+        above its guarantee and holds more than it deserves of what the task uses."""
+        if context.kind is EvictionKind.GANG_PREEMPT:
+            return list(candidates), Vote.PERMIT
+        if not self.ready:
+            return [], Vote.REJECT
+        allocations: dict[QueueID, Resource] = {}
+        victims: list[TaskInfo] = []
+        for task in candidates:
+            job = self.ssn.jobs.get(task.job)
+            attr = self.attrs.get(job.queue) if job is not None else None
+            if attr is None:
+                continue
+            allocated = allocations.setdefault(attr.uid, attr.allocated.clone())
+            if not attr.guarantee.less_equal(allocated - task.resreq):
+                continue  # the queue would drop below its guarantee
+            if (not intersects(task.resreq, attr.deserved)
+                    or over_on_declared(allocated, attr.deserved, task.resreq)):
+                allocated.sub(task.resreq)
+                victims.append(task)
         return victims, Vote.PERMIT
 
     def _ancestors_over_deserved(self, reclaimer: QueueAttr, victim_queue: QueueAttr,

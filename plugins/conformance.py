@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import Vote
+from scheduler.framework.gangvictims import EvictionContext
 from scheduler.framework.plugin import NoArgs, PluginBase
 
 __all__ = ["Conformance"]
@@ -28,3 +29,10 @@ class Conformance(PluginBase[NoArgs]):
         self, reclaimer: TaskInfo, candidates: list[TaskInfo]
     ) -> tuple[list[TaskInfo], Vote]:
         return [t for t in candidates if _evictable(t)], Vote.PERMIT
+
+    def unified_evictable(
+        self, context: EvictionContext, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
+        """Gang eviction: the same answer as :meth:`preemptable`, which does not depend on the
+        evictor (critical and kube-system pods stay)."""
+        return self.preemptable(context.task, candidates)

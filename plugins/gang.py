@@ -15,6 +15,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, READY_STATUS, TaskStatus, Vote
 from scheduler.framework.close import rfc3339
+from scheduler.framework.gangvictims import EvictionContext
 from scheduler.framework.plugin import NoArgs, PluginBase
 from scheduler.framework.session import Session
 
@@ -105,6 +106,13 @@ class Gang(PluginBase[NoArgs]):
         self, reclaimer: TaskInfo, candidates: list[TaskInfo]
     ) -> tuple[list[TaskInfo], Vote]:
         return self._victims(candidates)
+
+    def unified_evictable(
+        self, context: EvictionContext, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
+        """Gang eviction: every candidate, as Volcano's gang ``UnifiedEvictableFn``; the
+        actions' bundles already keep a victim gang whole or above ``minAvailable``."""
+        return list(candidates), Vote.PERMIT
 
     def on_session_close(self, session: Session) -> None:
         now = rfc3339(session.clock())

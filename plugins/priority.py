@@ -9,6 +9,7 @@ from __future__ import annotations
 from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import Vote
+from scheduler.framework.gangvictims import EvictionContext, EvictionKind
 from scheduler.framework.plugin import NoArgs, PluginBase
 
 __all__ = ["Priority"]
@@ -39,6 +40,19 @@ class Priority(PluginBase[NoArgs]):
             elif task.priority < preemptor.priority:
                 victims.append(task)
         return victims, Vote.PERMIT
+
+    def unified_evictable(
+        self, context: EvictionContext, candidates: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], Vote]:
+        """Gang eviction (Volcano's priority ``UnifiedEvictableFn``): gangpreempt takes only
+        jobs of lower priority than the evicting job; gangreclaim is about queue shares and
+        lets every candidate through."""
+        if context.kind is EvictionKind.GANG_RECLAIM:
+            return list(candidates), Vote.PERMIT
+        jobs = self.ssn.jobs
+        return [task for task in candidates
+                if (job := jobs.get(task.job)) is not None and job.priority < context.job.priority
+                ], Vote.PERMIT
 
     def job_starving(self, job: JobInfo) -> bool:
         return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
