@@ -66,6 +66,8 @@ CLUSTER_NEEDS = {
     ("scheduling.volcano.sh", "queues/status", "patch"),
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
+    ("topology.volcano.sh", "hypernodes", "list"),
+    ("topology.volcano.sh", "hypernodes", "watch"),
 }
 # leader.py, in the --leader-elect-resource-namespace only.
 LEASE_NEEDS = {
