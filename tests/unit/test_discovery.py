@@ -151,7 +151,7 @@ def test_reconcile_never_touches_hypernodes_it_did_not_make() -> None:
     a hand-made one is neither updated nor deleted, and a name clash is reported."""
     desired = desired_hypernodes(_eight_nodes(), _config())
     clash = desired[0]["metadata"]["name"]
-    hand_made = {
+    hand_made: dict[str, dict[str, Any]] = {
         "rack-a": {"metadata": {"name": "rack-a", "labels": {}}, "spec": {"tier": 1}},
         clash: {"metadata": {"name": clash}, "spec": {"tier": 3}},
         "old-discovered": {"metadata": {"name": "old-discovered",
