@@ -44,6 +44,7 @@ __all__ = [
     "DiscoveryConfigError",
     "Plan",
     "apply_plan",
+    "config_text",
     "desired_hypernodes",
     "is_owned",
     "parse_discovery_config",
@@ -138,6 +139,23 @@ def parse_discovery_config(text: str, *, source: str) -> DiscoveryConfig:
                             where=f"{source}: networkTopologyDiscovery[{index}].config",
                             warnings=warnings)
     return DiscoveryConfig(enabled=True, topology_types=types, warnings=tuple(warnings))
+
+
+def config_text(text: str, *, source: str) -> str:
+    """The ``volcano-controller.conf`` text of a file that holds either that text itself or a
+    ConfigMap carrying it under that key (as ``kubectl get cm -o yaml`` writes it)."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as error:
+        raise DiscoveryConfigError(f"{source}: not YAML: {error}") from error
+    maps = [doc for doc in documents if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap"]
+    if not maps:
+        return text
+    for configmap in maps:
+        data = configmap.get("data")
+        if isinstance(data, Mapping) and isinstance(data.get(CONFIG_KEY), str):
+            return str(data[CONFIG_KEY])
+    raise DiscoveryConfigError(f"{source}: no ConfigMap in the file has data.{CONFIG_KEY}")
 
 
 def _enabled(value: Any, *, where: str) -> bool:
