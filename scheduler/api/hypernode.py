@@ -18,8 +18,8 @@ Public surface:
   HyperNodes of one tier, a selector no node matches) only adds a warning.
 - ``HyperNodeTree``: ``tiers`` (ascending), ``by_tier``, ``tier_names``, ``info[name]``
   (``HyperNodeInfo``: tier, tier name, parent, children, nodes), ``nodes_of(name)``,
-  ``hypernode_of(node, tier)``, ``ancestors(name)``, ``lca(a, b)``, ``tier_of(name)``,
-  ``roots()`` and ``walk()`` (depth-first ``(depth, HyperNodeInfo)`` with members).
+  ``hypernode_of(node, tier)``, ``containing(node)``, ``ancestors(name)``, ``lca(a, b)``,
+  ``tier_of(name)``, ``roots()`` and ``walk()`` (depth-first ``(depth, HyperNodeInfo)``).
 
 Matched against Volcano's ``pkg/scheduler/api/hyper_node_info.go`` (``BuildHyperNodeCache``,
 ``addChild``, ``GetAncestors``, ``GetLCAHyperNode``, ``HyperNodeTierNameMap``) and
@@ -176,6 +176,7 @@ class HyperNodeTree:
     ready: bool = True
     warnings: list[str] = field(default_factory=list)
     _node_tiers: dict[str, dict[int, str]] = field(default_factory=dict)
+    _containing: dict[str, list[str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.info)
@@ -190,6 +191,10 @@ class HyperNodeTree:
     def hypernode_of(self, node: str, tier: int) -> str | None:
         """The HyperNode of ``tier`` holding ``node`` (the first in name order)."""
         return self._node_tiers.get(node, {}).get(tier)
+
+    def containing(self, node: str) -> list[str]:
+        """Every HyperNode whose node set holds ``node``, lowest tier first."""
+        return self._containing.get(node, [])
 
     def leaf_of(self, node: str) -> str | None:
         """The node's HyperNode of the lowest tier (Volcano's ``FindHyperNodeForNode``)."""
@@ -365,6 +370,7 @@ def _index_nodes(tree: HyperNodeTree) -> None:
     for tier in tree.tiers:
         for name in tree.by_tier[tier]:
             for node in sorted(tree.info[name].nodes):
+                tree._containing.setdefault(node, []).append(name)
                 per_tier = tree._node_tiers.setdefault(node, {})
                 other = per_tier.setdefault(tier, name)
                 if other != name:
