@@ -380,6 +380,11 @@ class SchedulerCache(CacheWrites):
         self.deleted_groups.pop(uid, None)
         self.broken.pop(f"PodGroup {uid}", None)
         self.implied.arrived(uid)
+        if podgroup.sub_groups and (old is None or old.sub_groups != podgroup.sub_groups):
+            log.warning(
+                "PodGroup spec.subGroupPolicy is ignored: Lahar places the whole job under its "
+                "spec.networkTopology only; the sub-groups' own constraints are not acted on",
+                podgroup=uid, sub_groups=[group.name for group in podgroup.sub_groups])
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
 
