@@ -180,9 +180,8 @@ def add_simulate_arguments(sub: Any) -> None:
     sim = sub.add_parser(
         "simulate", help="schedule Kubernetes manifests on the embedded cluster",
         description="Load Nodes, Pods, PodGroups, Queues, PriorityClasses, Namespaces and "
-        "HyperNodes from "
-        "manifests, run scheduling cycles until one changes nothing, and print the cluster "
-        "after. Exit status: 0 done, 2 bad input, 130 interrupted.")
+        "HyperNodes from manifests, schedule until a cycle changes nothing, and print the "
+        "cluster after. Exit status: 0 done, 2 bad input, 130 interrupted.")
     sim.add_argument(
         "files", nargs="+", metavar="FILE",
         help="YAML or JSON manifests (multi-document or a v1 List)",
