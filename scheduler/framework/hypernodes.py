@@ -184,11 +184,14 @@ def place_in_hypernodes(
     gradients = session.hypernode_gradients(job, CLUSTER_TOP, "allocate")
     demand = _demand(session.table, pending, needed)
     closest: tuple[int, int, str, str] | None = None
+    roomiest: tuple[float, int, str] | None = None
     tried = 0
     for gradient in gradients:
         scores = session.score_hypernodes(job, gradient)
         for name in _by_score(session, gradient, scores):
             if not _may_hold(session.table, view.rows(name), demand):
+                key = (-_room(session.table, view.rows(name), demand), view.tier(name), name)
+                roomiest = key if roomiest is None or key < roomiest else roomiest
                 continue
             tried += 1
             result = attempt(name)
@@ -198,11 +201,14 @@ def place_in_hypernodes(
             if closest is None or key < closest:
                 closest = key
     where = f"tier {limit}" if limit is not None and limit < view.top_tier else "the cluster"
-    if closest is None:
+    if closest is None and roomiest is not None:
+        share, tier, name = roomiest
         why = (
-            f"no HyperNode of {where} or below has room for the job's {needed} task(s) "
-            f"({tried} tried)"
+            f"no HyperNode of {where} or below has room for the job's {needed} task(s); the "
+            f"closest, {_display(name)} (tier {tier}), has {-share:.0%} of the room they need"
         )
+    elif closest is None:
+        why = f"no HyperNode of {where} or below is a candidate for the job"
     else:
         placed, tier, name, error = closest
         why = (
@@ -249,6 +255,17 @@ def _demand(table: NodeTable, pending: list[TaskInfo], needed: int) -> _Demand |
     return _Demand(
         total=ordered[:count].sum(axis=0), slack=MIN_RESOURCE * count, smallest=ordered[0].copy()
     )
+
+
+def _room(table: NodeTable, rows: IntArray, demand: _Demand | None) -> float:
+    """The share of the gang's least demand that the nodes of ``rows`` have free (≤ 1)."""
+    if demand is None or not len(rows):
+        return 0.0
+    free = table.future_idle[rows].sum(axis=0)
+    asked = demand.total > 0
+    if not asked.any():
+        return 1.0
+    return float(min(1.0, np.min(np.maximum(free[asked], 0.0) / demand.total[asked])))
 
 
 def _may_hold(table: NodeTable, rows: IntArray, demand: _Demand | None) -> bool:
