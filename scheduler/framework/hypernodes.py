@@ -185,15 +185,13 @@ def place_in_hypernodes(
     demand = _demand(session.table, pending, needed)
     closest: tuple[int, int, str, str] | None = None
     roomiest: tuple[float, int, str] | None = None
-    tried = 0
     for gradient in gradients:
         scores = session.score_hypernodes(job, gradient)
         for name in _by_score(session, gradient, scores):
             if not _may_hold(session.table, view.rows(name), demand):
-                key = (-_room(session.table, view.rows(name), demand), view.tier(name), name)
-                roomiest = key if roomiest is None or key < roomiest else roomiest
+                room = (-_room(session.table, view.rows(name), demand), view.tier(name), name)
+                roomiest = room if roomiest is None or room < roomiest else roomiest
                 continue
-            tried += 1
             result = attempt(name)
             if result.statement is not None:
                 return name, result, ""
