@@ -275,7 +275,7 @@ def render_topology(report: TopologyReport, options: TreeOptions = TreeOptions()
     header = ["HYPERNODE / NODE", "TIER", "NODES",
               *[f"{name.upper() if '/' not in name else name}(used/alloc)"
                 for name in report.resources], "JOBS"]
-    rows = [header]
+    rows: list[Row] = [header]
     total = Usage()
     for usage in report.nodes.values():
         total.add(usage)
@@ -295,7 +295,7 @@ def render_topology(report: TopologyReport, options: TreeOptions = TreeOptions()
         rows.append(["└── (in no HyperNode)", "", str(len(report.outside)),
                      *["" for _ in report.resources], ""])
         _node_rows(report, options, rows, report.outside, prefix="    ")
-    lines = table_lines(rows, gap="  ")
+    lines = _aligned(rows)
     if not tree.ready:
         lines.append("")
         lines.append("The tree is not usable (see the warnings): jobs with a network-topology "
@@ -306,7 +306,17 @@ def render_topology(report: TopologyReport, options: TreeOptions = TreeOptions()
     return "\n".join(lines) + "\n"
 
 
-def _hypernode_rows(report: TopologyReport, options: TreeOptions, rows: list[list[str]],
+Row = list[str] | str
+"""A table row, or a line of its own that takes no part in the column widths."""
+
+
+def _aligned(rows: list[Row]) -> list[str]:
+    table = table_lines([row for row in rows if not isinstance(row, str)], gap="  ")
+    cells = iter(table)
+    return [row if isinstance(row, str) else next(cells) for row in rows]
+
+
+def _hypernode_rows(report: TopologyReport, options: TreeOptions, rows: list[Row],
                     name: str, *, prefix: str, branch: bool, last: bool) -> None:
     info = report.tree.info[name]
     connector = ("└── " if last else "├── ") if branch else ""
@@ -323,7 +333,7 @@ def _hypernode_rows(report: TopologyReport, options: TreeOptions, rows: list[lis
     _node_rows(report, options, rows, own, prefix=inner)
 
 
-def _node_rows(report: TopologyReport, options: TreeOptions, rows: list[list[str]],
+def _node_rows(report: TopologyReport, options: TreeOptions, rows: list[Row],
                nodes: list[str], *, prefix: str) -> None:
     if options.nodes == 0 or not nodes:
         return
@@ -336,9 +346,8 @@ def _node_rows(report: TopologyReport, options: TreeOptions, rows: list[list[str
         pods = f"{usage.pods} pod" + ("s" if usage.pods != 1 else "") if usage else "not found"
         rows.append([prefix + connector + node, "", "", *amounts, pods])
     if hidden:
-        rows.append([prefix + f"└── … {hidden} more node" + ("s" if hidden != 1 else "")
-                     + " (--nodes N, --all-nodes)", "", "", *["" for _ in report.resources],
-                     ""])
+        rows.append(prefix + f"└── … {hidden} more node" + ("s" if hidden != 1 else "")
+                    + " (--nodes N, --all-nodes)")
 
 
 # -- JSON -----------------------------------------------------------------------------------
