@@ -33,10 +33,10 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "queues", "devices",
-                  "customresourcedefinitions"}
+                  "customresourcedefinitions", "hypernodes"}
 KINDS = {"nodes": "Node", "pods": "Pod", "priorityclasses": "PriorityClass",
          "podgroups": "PodGroup", "queues": "Queue", "devices": "Device", "leases": "Lease",
-         "events": "Event", "namespaces": "Namespace"}
+         "events": "Event", "namespaces": "Namespace", "hypernodes": "HyperNode"}
 DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "v1/namespaces",
                        "scheduling.k8s.io/v1/priorityclasses",
                        "scheduling.volcano.sh/v1beta1/podgroups",
