@@ -62,6 +62,9 @@ DEFAULT_NAMESPACE = "volcano-system"
 TYPE_NAME_LIMIT = 20
 """Volcano skips a topology type whose name is longer than this."""
 NAME_ATTEMPTS = 20
+_ENTRY_KEYS = frozenset({"source", "enabled", "interval", "credentials", "config"})
+"""Volcano's ``DiscoveryConfig`` fields; the label source uses only ``config`` (its discovery
+runs on node events, never on ``interval``), as in Volcano."""
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the letters of Kubernetes' rand.String
 
 
@@ -132,6 +135,12 @@ def parse_discovery_config(text: str, *, source: str) -> DiscoveryConfig:
                             f"'{LABEL_SOURCE}' discovery runs")
         elif chosen is None:
             chosen = entry
+            unknown = sorted(str(key) for key in entry if key not in _ENTRY_KEYS)
+            if unknown:
+                warnings.append(f"{where}: unknown field(s) {', '.join(unknown)} ignored")
+        else:
+            warnings.append(f"{where}: a second enabled '{LABEL_SOURCE}' source is ignored; "
+                            "the first one counts (as in Volcano)")
     if chosen is None:
         return DiscoveryConfig(enabled=False, warnings=tuple(warnings))
     index = list(entries).index(chosen)
@@ -172,6 +181,10 @@ def _topology_types(config: Any, *, where: str,
         return ()
     if not isinstance(config, Mapping):
         raise DiscoveryConfigError(f"{where} must be a mapping")
+    unknown = sorted(str(key) for key in config if key != "networkTopologyTypes")
+    if unknown:
+        warnings.append(f"{where}: unknown field(s) {', '.join(unknown)} ignored by the "
+                        f"'{LABEL_SOURCE}' source")
     types = config.get("networkTopologyTypes") or {}
     if not isinstance(types, Mapping):
         raise DiscoveryConfigError(f"{where}.networkTopologyTypes must be a mapping")

@@ -83,6 +83,17 @@ def test_config_skips_what_volcano_skips(text: str, enabled: bool, types: tuple[
         assert warning in config.warnings[0]
 
 
+def test_config_warns_about_fields_it_does_not_know() -> None:
+    text = ("networkTopologyDiscovery:\n - {source: label, enabled: true, interval: 5m, "
+            "intervall: 5m, config: {networkTopologyTypes: {}, nodeLabels: []}}\n"
+            " - {source: label, enabled: true}\n")
+    warnings = parse_discovery_config(text, source="cm").warnings
+    assert any("unknown field(s) intervall ignored" in w for w in warnings)
+    assert any("unknown field(s) nodeLabels ignored" in w for w in warnings)
+    assert any("networkTopologyDiscovery[1]: a second enabled" in w for w in warnings)
+    assert not any("interval," in w or "field(s) interval " in w for w in warnings)
+
+
 @pytest.mark.parametrize(("text", "field"), [
     ("networkTopologyDiscovery: 3", "networkTopologyDiscovery must be a list"),
     ("networkTopologyDiscovery: [{source: label, enabled: yes-please}]",
