@@ -130,3 +130,16 @@ def test_hypernode_manifests_are_read(tmp_path: Any) -> None:
     )
     with pytest.raises(ManifestError, match=r"HyperNode s0: field spec\.members"):
         load_manifests([str(path)])
+
+
+def test_sub_groups_are_warned_about_once() -> None:
+    """subGroupPolicy is read but its partitions are not placed on their own: said once."""
+    from structlog.testing import capture_logs
+
+    cache = _cache()
+    group = make_podgroup("pg", sub_group_policy=[{"name": "workers", "subGroupSize": 2}])
+    with capture_logs() as logs:
+        cache.apply("ADDED", "PodGroup", group)
+        cache.apply("MODIFIED", "PodGroup", group)
+    warned = [e for e in logs if "subGroupPolicy" in e["event"]]
+    assert len(warned) == 1 and warned[0]["sub_groups"] == ["workers"]

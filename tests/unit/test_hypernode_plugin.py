@@ -353,3 +353,113 @@ def test_gradient_pre_filtering(
     assert found is selected, line
     tiers = [session.hypernodes.tier(g[0]) for g in gradients if g]
     assert tiers == sorted(tiers, reverse=purpose == "evict")
+
+
+# -- TestNetworkTopologyAwareNodeScore_Hard --------------------------------------------------
+
+
+def _two_level(*, s0_members: tuple[str, ...] = ("s1", "s2")) -> list[Obj]:
+    objs = [make_hypernode(f"s{i}", tier=1, nodes=[f"s{i}-n1", f"s{i}-n2"]) for i in (3, 4, 5, 6)]
+    return [
+        *objs,
+        make_hypernode("s1", tier=2, hypernodes=["s3", "s4"]),
+        make_hypernode("s2", tier=2, hypernodes=["s5", "s6"]),
+        make_hypernode("s0", tier=3, hypernodes=list(s0_members)),
+    ]
+
+
+def _flat(*, top: bool) -> list[Obj]:
+    objs = [make_hypernode(f"s{i}", tier=1, nodes=[f"s{i}-n1", f"s{i}-n2"]) for i in (1, 2)]
+    return [*objs, make_hypernode("s0", tier=2, hypernodes=["s1", "s2"])] if top else objs
+
+
+@pytest.mark.parametrize(
+    ("line", "hypernodes", "allocated", "running", "weight", "expected"),
+    [
+        (181, _two_level(), "", [], 1, {"s3-n1": 0.0, "s4-n1": 0.0, "s5-n1": 0.0}),
+        (
+            324,
+            _two_level(s0_members=("s1",)),
+            "s3",
+            ["s3-n1", "s3-n2"],
+            1,
+            {"s5-n1": 0.0, "s6-n1": 0.0},
+        ),
+        (
+            460,
+            _two_level(),
+            "s3",
+            ["s3-n1", "s3-n2"],
+            1,
+            {"s3-n1": 100.0, "s4-n1": 66.6, "s5-n1": 33.3},
+        ),
+        (605, _flat(top=True), "s1", ["s1-n1"], 1, {"s1-n1": 100.0, "s2-n1": 50.0}),
+        (688, _flat(top=False), "s1", ["s1-n1"], 1, {"s1-n1": 100.0, "s2-n1": 0.0}),
+        (
+            758,
+            _two_level(),
+            "s3",
+            ["s3-n1", "s3-n2"],
+            2,
+            {"s3-n1": 200.0, "s4-n1": 133.3, "s5-n1": 66.6},
+        ),
+        (
+            903,
+            _two_level(),
+            "s1",
+            ["s3-n1", "s3-n2", "s4-n1"],
+            1,
+            {"s3-n1": 116.6, "s4-n1": 91.6, "s5-n1": 33.3},
+        ),
+    ],
+    ids=[
+        "first-scheduling",
+        "empty-lca",
+        "lca-tier",
+        "two-tiers",
+        "one-tier",
+        "weight-2",
+        "task-number",
+    ],
+)
+def test_node_score_hard(
+    line: int,
+    hypernodes: list[Obj],
+    allocated: str,
+    running: list[str],
+    weight: int,
+    expected: dict[str, float],
+) -> None:
+    """network_topology_aware_test.go TestNetworkTopologyAwareNodeScore_Hard (case line in
+    the id): a constrained job's pending pod scored on the given nodes, the job spanning
+    ``allocated`` so far (Volcano's ``task.JobAllocatedHyperNode``)."""
+    names = sorted(
+        {
+            m["selector"]["exactMatch"]["name"]
+            for h in hypernodes
+            for m in h["spec"]["members"]
+            if m["type"] == "Node"
+        }
+    )
+    objs: list[Obj] = [make_node(n, cpu="2", memory="4Gi", pods="10") for n in names]
+    objs += hypernodes
+    objs.append(
+        make_podgroup(
+            "pg1",
+            queue="q1",
+            phase="Inqueue",
+            network_topology={"mode": "hard", "highestTierAllowed": 0},
+        )
+    )
+    objs += [
+        make_pod(f"p{i}", cpu="2", memory="4G", group="pg1", node=node)
+        for i, node in enumerate(running, start=1)
+    ]
+    objs.append(make_pod("pending", cpu="2", memory="4G", group="pg1"))
+    session = open_session(objs, {"weight": weight})
+    job = next(iter(session.jobs.values()))
+    session.hypernodes.trying[job.uid] = allocated
+    task = next(t for t in job.tasks.values() if t.name == "pending")
+    rows = np.array([session.table.index[n] for n in expected], dtype=np.intp)
+    scores = plugin_of(session).score_nodes(task, session.table, rows)
+    assert dict(zip(expected, scores.tolist(), strict=True)) == pytest.approx(expected, abs=EPS)
