@@ -2,7 +2,9 @@
 
 A HyperNode event replaces or drops one parsed object. The tree (:func:`build_tree`) depends
 on the HyperNodes and on which nodes exist and their labels, so it is rebuilt at the next
-snapshot after either changes, and handed to every snapshot until then (sessions only read it).
+snapshot after a HyperNode changes or a node event can change what a member picks (a node a
+member names, any node for a regex member, a relabelled node for a label member), and handed
+to every snapshot until then (sessions only read it).
 What the tree builder warns about is logged once per distinct message.
 """
 
@@ -13,7 +15,13 @@ from typing import Any
 
 import structlog
 
-from scheduler.api.hypernode import HyperNode, HyperNodeTree, build_tree, hypernode_from_object
+from scheduler.api.hypernode import (
+    MEMBER_NODE,
+    HyperNode,
+    HyperNodeTree,
+    build_tree,
+    hypernode_from_object,
+)
 from scheduler.api.node import NodeInfo
 
 __all__ = ["HyperNodeStore"]
@@ -22,12 +30,25 @@ log = structlog.get_logger("lahar.cache")
 
 
 class HyperNodeStore:
-    __slots__ = ("_reported", "_tree", "objects")
+    __slots__ = ("_by_label", "_by_name", "_named", "_reported", "_tree", "objects")
 
     def __init__(self) -> None:
         self.objects: dict[str, HyperNode] = {}
         self._tree: HyperNodeTree | None = None
         self._reported: set[str] = set()
+        self._named: set[str] = set()
+        """Node names exact members name."""
+        self._by_name = False
+        """Whether some member picks nodes by a regular expression on the name."""
+        self._by_label = False
+        """Whether some member picks nodes by labels."""
+
+    def _changed(self) -> None:
+        self._tree = None
+        members = [m for h in self.objects.values() for m in h.members if m.type == MEMBER_NODE]
+        self._named = {m.exact for m in members if m.exact}
+        self._by_name = any(m.regex for m in members)
+        self._by_label = any(m.label is not None for m in members)
 
     def apply(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         """One HyperNode event; a malformed object raises ``ObjectError`` (the last readable
@@ -35,18 +56,22 @@ class HyperNodeStore:
         if deleted:
             name = str((obj.get("metadata") or {}).get("name") or "")
             if self.objects.pop(name, None) is not None:
-                self._tree = None
+                self._changed()
             return
         hypernode = hypernode_from_object(obj)
         if self.objects.get(hypernode.name) != hypernode:
             self.objects[hypernode.name] = hypernode
-            self._tree = None
+            self._changed()
 
     def node_changed(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
-        """A node was added, deleted or relabelled: members may pick other nodes now."""
-        if not self.objects:
+        """A node was added, deleted or updated: members may pick other nodes now."""
+        node = new if new is not None else old
+        if not self.objects or node is None:
             return
-        if old is None or new is None or old.labels != new.labels:
+        if old is None or new is None:
+            if node.name in self._named or self._by_name or self._by_label:
+                self._tree = None
+        elif self._by_label and old.labels != new.labels:
             self._tree = None
 
     def tree(self, nodes: Mapping[str, NodeInfo]) -> HyperNodeTree:

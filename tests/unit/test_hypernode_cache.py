@@ -143,3 +143,18 @@ def test_sub_groups_are_warned_about_once() -> None:
         cache.apply("MODIFIED", "PodGroup", group)
     warned = [e for e in logs if "subGroupPolicy" in e["event"]]
     assert len(warned) == 1 and warned[0]["sub_groups"] == ["workers"]
+
+
+def test_node_events_rebuild_the_tree_only_when_a_member_may_pick_otherwise() -> None:
+    cache = _cache()
+    cache.apply("ADDED", "HyperNode", make_hypernode("s0", tier=1, nodes=["n0", "n9"]))
+    tree = cache.snapshot().hypernodes
+    cache.apply("MODIFIED", "Node", make_node("n1", labels={"rack": "x"}))
+    cache.apply("ADDED", "Node", make_node("n5"))
+    assert cache.snapshot().hypernodes is tree  # no member names n1 or n5
+    cache.apply("ADDED", "Node", make_node("n9"))
+    assert cache.snapshot().hypernodes.nodes_of("s0") == {"n0", "n9"}
+    cache.apply("ADDED", "HyperNode", make_hypernode("r", tier=1, labels={"rack": "x"}))
+    assert cache.snapshot().hypernodes.nodes_of("r") == {"n1"}
+    cache.apply("MODIFIED", "Node", make_node("n2", labels={"rack": "x"}))
+    assert cache.snapshot().hypernodes.nodes_of("r") == {"n1", "n2"}
