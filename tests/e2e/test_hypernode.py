@@ -8,6 +8,7 @@ discovers never mix with another case's; it deletes them when done.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from scheduler.commands.cli import main
 from tests.e2e.conftest import Case
 from tests.e2e.kube import ROOT, eventually, ignore_missing, raw
 
@@ -146,10 +148,11 @@ def test_discovery_creates_and_updates_hypernodes_from_node_labels(
     assert _discovered_by_value(case)["a"]["metadata"]["name"] == first["a"]["metadata"]["name"]
 
 
-def test_hard_job_is_placed_inside_one_hypernode(topology_case: Case) -> None:
+def test_hard_job_is_placed_inside_one_hypernode(topology_case: Case,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """allocate's hypernode path (Volcano's allocateForJob): a hard job with
     highestTierAllowed 1 lands on the nodes of one tier-1 HyperNode, though spreading would
-    put it on all four nodes."""
+    put it on all four nodes; ``lahar inspect topology --kubeconfig`` shows it there."""
     case = topology_case
     nodes = case.add_nodes(4, units=2)
     groups = {f"left-{case.case_id}": nodes[:2], f"right-{case.case_id}": nodes[2:]}
@@ -161,7 +164,16 @@ def test_hard_job_is_placed_inside_one_hypernode(topology_case: Case) -> None:
     pods = _topology_job(case, "gang", pods=4)
     eventually(lambda: len(case.bound(pods)) == 4, what="hard job bound", timeout=60.0)
     used = {case.node_of(pod) for pod in pods}
-    assert any(used <= set(members) for members in groups.values()), used
+    holder = next((name for name, members in groups.items() if used <= set(members)), None)
+    assert holder is not None, used
+    capsys.readouterr()
+    assert main(["inspect", "topology", "--kubeconfig", case.settings.kubeconfig,
+                 "--hypernode", holder, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (shown,) = [h for h in report["hypernodes"] if h["name"] == holder]
+    assert [(j["name"], j["boundPods"]) for j in shown["jobs"]] == [
+        (f"{case.namespace}/gang", 4)]
+    assert shown["nodeCount"] == 2
 
 
 def test_job_that_fits_no_hypernode_stays_pending_with_the_reason(topology_case: Case) -> None:
