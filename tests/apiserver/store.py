@@ -42,7 +42,8 @@ DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "v1/namespaces",
                        "scheduling.volcano.sh/v1beta1/podgroups",
                        "scheduling.volcano.sh/v1beta1/queues", "coordination.k8s.io/v1/leases")
 DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
-STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES)
+HYPERNODES = "topology.volcano.sh/v1alpha1/hypernodes"
+STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES)
 
 
 def is_namespaced(plural: str) -> bool:
