@@ -199,6 +199,8 @@ class Allocate:
             left[name] = PriorityQueue(session.task_order, pending)
             self._within, self._placed = name, 0
             statement = self._allocate_tasks(session, queue, job, left[name])
+            if statement is not None and not len(statement):
+                statement = None  # Volcano records no solution without an operation
             error = next((str(e) for e in job.nodes_fit_errors.values()), "")
             return Attempt(statement, self._placed, error)
 
@@ -264,9 +266,11 @@ def _topology_ready(session: Session, job: JobInfo, candidates: list[TaskInfo]) 
 
 
 def _needed(session: Session, job: JobInfo) -> int:
-    """How many more tasks must be placed before gang's readiness can hold (1 without gang):
-    a HyperNode whose nodes cannot hold that many is not worth a try."""
-    gang = any(getattr(p, "NAME", "") == "gang" for tier in session.hooks(h.JobReady) for p in tier)
-    if not gang:
+    """How many more tasks a try must place before the job can be ready or pipelined: a
+    HyperNode whose nodes cannot hold that many is not worth a try. Gang's counts decide when
+    gang votes on pipelining in the first tier that votes (else 1: any placement may do)."""
+    voters = [tier for tier in session.hooks(h.JobPipelined) if tier]
+    if not voters or not any(getattr(p, "NAME", "") == "gang" for p in voters[0]):
         return 1
-    return max(1, job.min_available - job.ready_task_num() - job.waiting_task_num())
+    placed = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort_num()
+    return max(1, job.min_available - placed)
