@@ -422,7 +422,9 @@ def _flat(*, top: bool) -> list[Obj]:
         "task-number",
     ],
 )
-def test_node_score_hard(
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_node_score(
+    mode: str,
     line: int,
     hypernodes: list[Obj],
     allocated: str,
@@ -431,8 +433,9 @@ def test_node_score_hard(
     expected: dict[str, float],
 ) -> None:
     """network_topology_aware_test.go TestNetworkTopologyAwareNodeScore_Hard (case line in
-    the id): a constrained job's pending pod scored on the given nodes, the job spanning
-    ``allocated`` so far (Volcano's ``task.JobAllocatedHyperNode``)."""
+    the id) and TestNetworkTopologyAwareNodeScore_Soft (the same case 921 lines further): a
+    constrained job's pending pod scored on the given nodes, the job spanning ``allocated`` so
+    far (Volcano's ``task.JobAllocatedHyperNode``)."""
     names = sorted(
         {
             m["selector"]["exactMatch"]["name"]
@@ -448,7 +451,7 @@ def test_node_score_hard(
             "pg1",
             queue="q1",
             phase="Inqueue",
-            network_topology={"mode": "hard", "highestTierAllowed": 0},
+            network_topology={"mode": mode, "highestTierAllowed": 0},
         )
     )
     objs += [
