@@ -38,7 +38,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import GROUP_NAME_ANNOTATION, TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
-from scheduler.cache.hypernodes import HyperNodeStore
+from scheduler.cache.hypernodes import HyperNodeStore, warn_unacted_topology
 from scheduler.cache.implied import ImpliedGroups
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.intern import StringTable
@@ -380,11 +380,7 @@ class SchedulerCache(CacheWrites):
         self.deleted_groups.pop(uid, None)
         self.broken.pop(f"PodGroup {uid}", None)
         self.implied.arrived(uid)
-        if podgroup.sub_groups and (old is None or old.sub_groups != podgroup.sub_groups):
-            log.warning(
-                "PodGroup spec.subGroupPolicy is ignored: Lahar places the whole job under its "
-                "spec.networkTopology only; the sub-groups' own constraints are not acted on",
-                podgroup=uid, sub_groups=[group.name for group in podgroup.sub_groups])
+        warn_unacted_topology(uid, old, podgroup)
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
 

@@ -23,8 +23,9 @@ from scheduler.api.hypernode import (
     hypernode_from_object,
 )
 from scheduler.api.node import NodeInfo
+from scheduler.api.podgroup import PodGroup
 
-__all__ = ["HyperNodeStore"]
+__all__ = ["HyperNodeStore", "warn_unacted_topology"]
 
 log = structlog.get_logger("lahar.cache")
 
@@ -84,3 +85,19 @@ class HyperNodeStore:
                     log.warning("hypernode tree", problem=warning)
             self._reported = set(self._tree.warnings)
         return self._tree
+
+
+def warn_unacted_topology(uid: str, old: PodGroup | None, new: PodGroup) -> None:
+    """Log, once per change, what of a PodGroup's topology fields is read but not acted on."""
+    topology = new.network_topology
+    if (topology is not None and topology.hard and topology.highest_tier_allowed is None
+            and not topology.highest_tier_name
+            and (old is None or old.network_topology != topology)):
+        log.warning(
+            "PodGroup spec.networkTopology is hard but names no tier (highestTierAllowed or "
+            "highestTierName); as in Volcano the job is not constrained", podgroup=uid)
+    if new.sub_groups and (old is None or old.sub_groups != new.sub_groups):
+        log.warning(
+            "PodGroup spec.subGroupPolicy is ignored: Lahar places the whole job under its "
+            "spec.networkTopology only; the sub-groups' own constraints are not acted on",
+            podgroup=uid, sub_groups=[group.name for group in new.sub_groups])

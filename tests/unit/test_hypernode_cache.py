@@ -158,3 +158,18 @@ def test_node_events_rebuild_the_tree_only_when_a_member_may_pick_otherwise() ->
     assert cache.snapshot().hypernodes.nodes_of("r") == {"n1"}
     cache.apply("MODIFIED", "Node", make_node("n2", labels={"rack": "x"}))
     assert cache.snapshot().hypernodes.nodes_of("r") == {"n1", "n2"}
+
+
+def test_a_hard_constraint_without_a_tier_is_warned_about() -> None:
+    from structlog.testing import capture_logs
+
+    cache = _cache()
+    with capture_logs() as logs:
+        cache.apply("ADDED", "PodGroup", make_podgroup("pg", network_topology={"mode": "hard"}))
+        cache.apply(
+            "ADDED",
+            "PodGroup",
+            make_podgroup("ok", network_topology={"mode": "hard", "highestTierAllowed": 1}),
+        )
+    warned = [e for e in logs if "names no tier" in e["event"]]
+    assert [e["podgroup"] for e in warned] == ["default/pg"]
