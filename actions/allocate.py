@@ -27,7 +27,7 @@ from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, TaskStatus
 from scheduler.framework import hooks as h
 from scheduler.framework.heap import PriorityQueue
-from scheduler.framework.hypernodes import Attempt, place_in_hypernodes
+from scheduler.framework.hypernodes import Attempt, has_network_topology, place_in_hypernodes
 from scheduler.framework.nominated import nominated_node
 from scheduler.framework.select import best_node, feasible_nodes
 from scheduler.framework.session import Session
@@ -72,9 +72,7 @@ class Allocate:
             ]
             if not candidates:
                 continue
-            if job.podgroup.network_topology is not None and not _topology_ready(
-                session, job, candidates
-            ):
+            if has_network_topology(job) and not _topology_ready(session, job, candidates):
                 continue
             pending_tasks[job.uid] = PriorityQueue(session.task_order, candidates)
             if job.queue not in jobs_by_queue:

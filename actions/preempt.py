@@ -47,6 +47,7 @@ from scheduler.framework.eviction import (
     victims_suffice,
 )
 from scheduler.framework.heap import PriorityQueue
+from scheduler.framework.hypernodes import has_network_topology
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from scheduler.metrics import record_preemption_attempt, record_victims
@@ -129,7 +130,7 @@ class _Run:
                 continue
             if not session.job_starving(job):
                 continue
-            if _network_topology(job):
+            if has_network_topology(job):
                 # Volcano's preempt skips such jobs (their preemption is not supported yet).
                 continue
             preemptors.setdefault(job.queue, PriorityQueue(session.job_order)).push(job)
@@ -292,11 +293,3 @@ def _terminating_by_preemption(task: TaskInfo) -> bool:
             return bool(condition.get("status") == "True"
                         and condition.get("reason") == "PreemptionByScheduler")
     return False
-
-
-def _network_topology(job: JobInfo) -> bool:
-    """Volcano's ``JobInfo.ContainsNetworkTopology``."""
-    podgroup = job.podgroup
-    return podgroup.network_topology is not None or any(
-        group.network_topology is not None for group in podgroup.sub_groups
-    )

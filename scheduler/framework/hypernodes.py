@@ -37,7 +37,13 @@ if TYPE_CHECKING:
     from scheduler.framework.session import Session
     from scheduler.framework.statement import Statement
 
-__all__ = ["CLUSTER_TOP", "Attempt", "HyperNodeView", "place_in_hypernodes"]
+__all__ = [
+    "CLUSTER_TOP",
+    "Attempt",
+    "HyperNodeView",
+    "has_network_topology",
+    "place_in_hypernodes",
+]
 
 CLUSTER_TOP = "<cluster-top-hypernode>"
 
@@ -147,6 +153,14 @@ class HyperNodeView:
 
     def set_allocated(self, job: JobInfo, name: str) -> None:
         self._allocated[job.uid] = name
+
+
+def has_network_topology(job: JobInfo) -> bool:
+    """Volcano's ``JobInfo.ContainsNetworkTopology``: on the PodGroup or on a sub-group."""
+    podgroup = job.podgroup
+    return podgroup.network_topology is not None or any(
+        group.network_topology is not None for group in podgroup.sub_groups
+    )
 
 
 def _placed(job: JobInfo) -> list[TaskInfo]:
