@@ -10,6 +10,11 @@ statement is committed only when the gang is ready, and the job goes back to its
 it has tasks left; a job that is merely pipelined keeps its reservations for the rest of the
 cycle; anything else is discarded. A ready job yields after each further task so other jobs
 get their turn.
+
+A job with a network-topology constraint (when a plugin gives HyperNode gradients) takes its
+turn through :func:`~scheduler.framework.hypernodes.place_in_hypernodes`: the gang is tried
+inside each candidate HyperNode, lowest tier first, and kept in the best one that holds it
+(Volcano's ``allocateForJob``); while the HyperNode tree is not ready such a job waits.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from scheduler.api.queue import QueueInfo
 from scheduler.api.status import FitErrors
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, TaskStatus
+from scheduler.framework import hooks as h
 from scheduler.framework.heap import PriorityQueue
+from scheduler.framework.hypernodes import Attempt, has_network_topology, place_in_hypernodes
 from scheduler.framework.nominated import nominated_node
 from scheduler.framework.select import best_node, feasible_nodes
 from scheduler.framework.session import Session
@@ -38,7 +45,14 @@ _LIMIT = {
 class Allocate:
     NAME = "allocate"
 
+    def __init__(self) -> None:
+        self._within: str = ""
+        """The HyperNode the job's turn under way is confined to (``""``: anywhere)."""
+        self._placed = 0
+
     def execute(self, session: Session) -> None:
+        self._within = ""
+        topology = any(session.hooks(h.HyperNodeGradient))
         enqueue_on = "enqueue" in session.enabled_actions
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         jobs_by_queue: dict[QueueID, PriorityQueue[JobInfo]] = {}
@@ -58,6 +72,8 @@ class Allocate:
             ]
             if not candidates:
                 continue
+            if has_network_topology(job) and not _topology_ready(session, job, candidates):
+                continue
             pending_tasks[job.uid] = PriorityQueue(session.task_order, candidates)
             if job.queue not in jobs_by_queue:
                 jobs_by_queue[job.queue] = PriorityQueue(session.job_order)
@@ -74,7 +90,11 @@ class Allocate:
                 continue
             job = jobs.pop()
             tasks = pending_tasks[job.uid]
-            statement = self._allocate_tasks(session, queue, job, tasks)
+            if topology and session.hypernodes.limit(job) is not None:
+                statement, tasks = self._allocate_in_hypernodes(session, queue, job, tasks)
+                pending_tasks[job.uid] = tasks
+            else:
+                statement = self._allocate_tasks(session, queue, job, tasks)
             if statement is not None and session.job_ready(job):
                 statement.commit()
                 if tasks:
@@ -151,18 +171,65 @@ class Allocate:
                 break
         if session.job_ready(job) or session.job_pipelined(job):
             return statement
+        self._placed = len(statement)
         statement.discard()
         return None
 
-    @staticmethod
-    def _place(session: Session, statement: Statement, job: JobInfo, task: TaskInfo) -> bool:
+    def _allocate_in_hypernodes(
+        self,
+        session: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        tasks: PriorityQueue[TaskInfo],
+    ) -> tuple[Statement | None, PriorityQueue[TaskInfo]]:
+        """One turn of a job with a network-topology constraint; returns the statement (as
+        :meth:`_allocate_tasks` does) and the tasks left for its next turn."""
+        view = session.hypernodes
+        pending = [
+            t for t in (tasks.pop() for _ in range(len(tasks))) if t.status is TaskStatus.PENDING
+        ]
+        left: dict[str, PriorityQueue[TaskInfo]] = {}
+
+        def attempt(name: str) -> Attempt:
+            job.nodes_fit_errors.clear()  # each HyperNode is judged afresh (ResetFitErr)
+            job.unfit_tasks.clear()
+            view.trying[job.uid] = view.allocated(job)
+            left[name] = PriorityQueue(session.task_order, pending)
+            self._within, self._placed = name, 0
+            statement = self._allocate_tasks(session, queue, job, left[name])
+            if statement is not None and not len(statement):
+                statement = None  # Volcano records no solution without an operation
+            error = next((str(e) for e in job.nodes_fit_errors.values()), "")
+            return Attempt(statement, self._placed, error)
+
+        try:
+            name, result, why = place_in_hypernodes(
+                session, job, pending=pending, needed=_needed(session, job), attempt=attempt
+            )
+        finally:
+            self._within = ""
+            view.trying.pop(job.uid, None)
+        if result is not None:
+            view.set_allocated(job, view.lca(view.allocated(job), name))
+            return result.statement, left[name]
+        job.nodes_fit_errors.clear()
+        job.unfit_tasks.clear()
+        errors = FitErrors(nodes=len(session.table), error=why)
+        for task in pending:
+            job.nodes_fit_errors[task.uid] = errors
+        return None, PriorityQueue(session.task_order)
+
+    def _place(self, session: Session, statement: Statement, job: JobInfo, task: TaskInfo) -> bool:
         """Put ``task`` on the best feasible node; False when it fits no node."""
+        within = session.hypernodes.mask(self._within) if self._within else None
         # A node a preemption nominated for this pod is tried before the general search.
         nominated = nominated_node(session, task)
+        if nominated is not None and within is not None and not within[nominated[0].index]:
+            nominated = None
         if nominated is not None:
             node, fits_idle = nominated
         else:
-            rows, errors = feasible_nodes(session, task)
+            rows, errors = feasible_nodes(session, task, within=within)
             if errors is not None:
                 job.nodes_fit_errors[task.uid] = errors
                 job.unfit_tasks.add(task.uid)
@@ -171,5 +238,37 @@ class Allocate:
         status = statement.allocate(task, node) if fits_idle else statement.pipeline(task, node)
         if status is None:
             job.nodes_fit_errors.pop(task.uid, None)
+            if self._within:
+                view = session.hypernodes
+                leaf = view.leaf_of(node.name)
+                if leaf:
+                    view.trying[job.uid] = view.lca(view.trying.get(job.uid, ""), leaf)
         # A vetoed placement is not a predicate failure: the job carries on with its next task.
         return True
+
+
+def _topology_ready(session: Session, job: JobInfo, candidates: list[TaskInfo]) -> bool:
+    """Volcano skips a job with a network-topology constraint while the HyperNode tree is not
+    ready; here the job's pending tasks are told why."""
+    view = session.hypernodes
+    if view.ready:
+        return True
+    problems = "; ".join(view.tree.warnings) or "the HyperNode tree could not be built"
+    errors = FitErrors(
+        nodes=len(session.table),
+        error=f"HyperNodes are not ready for scheduling: {problems}",
+    )
+    for task in candidates:
+        job.nodes_fit_errors[task.uid] = errors
+    return False
+
+
+def _needed(session: Session, job: JobInfo) -> int:
+    """How many more tasks a try must place before the job can be ready or pipelined: a
+    HyperNode whose nodes cannot hold that many is not worth a try. Gang's counts decide when
+    gang votes on pipelining in the first tier that votes (else 1: any placement may do)."""
+    voters = [tier for tier in session.hooks(h.JobPipelined) if tier]
+    if not voters or not any(getattr(p, "NAME", "") == "gang" for p in voters[0]):
+        return 1
+    placed = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort_num()
+    return max(1, job.min_available - placed)

@@ -16,7 +16,8 @@ best-effort preemptor only evicts best-effort tasks. Per node: the plugins name 
 (``Preemptable``), the node must hold the request with them gone, victims leave lowest first
 until the queue is allocatable, the request fits future idle and the predicates pass; then the
 preemptor is pipelined there. With ``enableTopologyAwarePreemption`` the node is chosen by a
-kube-scheduler style dry run instead (:mod:`scheduler.framework.dryrun`).
+kube-scheduler style dry run instead (:mod:`scheduler.framework.dryrun`). A job with a
+network-topology constraint (on the PodGroup or a sub-group) never preempts, as in Volcano.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from scheduler.framework.eviction import (
     victims_suffice,
 )
 from scheduler.framework.heap import PriorityQueue
+from scheduler.framework.hypernodes import has_network_topology
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from scheduler.metrics import record_preemption_attempt, record_victims
@@ -127,6 +129,9 @@ class _Run:
             if job.is_pending() or not session.is_valid(job) or job.queue not in session.queues:
                 continue
             if not session.job_starving(job):
+                continue
+            if has_network_topology(job):
+                # Volcano's preempt skips such jobs (their preemption is not supported yet).
                 continue
             preemptors.setdefault(job.queue, PriorityQueue(session.job_order)).push(job)
             under_request.setdefault(job.queue, []).append(job)

@@ -4,6 +4,7 @@
     python hack/bench_throughput.py --nodes 5000 --pods 10000 [--seed 1] [--json]
     python hack/bench_throughput.py --scenario preempt --nodes 5000 --pods 1000
     python hack/bench_throughput.py --scenario gpu --nodes 1000 --pods 2000
+    python hack/bench_throughput.py --scenario topology --nodes 5000 --pods 10000
     python hack/bench_throughput.py --idle-cycle --nodes 10000 --pods 100000 [--pending 100]
 
 The cluster: nodes of 32–96 cpu / 128–384 GiB spread over four zones; gang jobs of 1–16 tasks
@@ -24,6 +25,15 @@ second of the preempt action, and ``first_cycle_seconds``, the whole cycle that 
 object with 8 GPUs on 4 PCIe roots over 2 NUMA nodes and 4 RDMA NICs (one per root, 4 VFs
 each); gang jobs of 1–8 pods mix fractional GPUs (by ratio and by bytes), whole GPUs, joint
 GPU + RDMA (SamePCIe) and hinted VF requests.
+
+``--scenario topology``: network-topology-aware scheduling. The nodes (32 cpu / 128 GiB) sit
+in a 3-tier HyperNode tree: 8 nodes per tier-1 HyperNode (a leaf switch), 8 of those per tier-2
+HyperNode, 8 of those per tier-3 HyperNode. Gang jobs of 8–64 pods, half of them
+``networkTopology: {mode: hard, highestTierAllowed: 1}`` (1–4 cpu pods) and half tier 2 (4–8
+cpu pods); the conf is binpack.conf plus ``network-topology-aware``. The same pods without the
+constraint run next, in the same process, and ``ratio`` is the constrained pods/s over the
+unconstrained; ``spans_ok`` checks that every constrained job that ran stayed in one HyperNode
+of its tier.
 
 ``--idle-cycle``: ``--pods`` pods already run on the ``--nodes`` nodes (PodGroups of 1–4,
 Running); ``--warmup`` cycles with nothing pending (the first writes every PodGroup's status,
@@ -452,9 +462,10 @@ def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
 
 
 def run(nodes: int, pods: int, seed: int, *, build: Any = synthetic_cluster,
-        conf_path: Path = CONF) -> dict[str, float | int]:
+        conf_path: Path = CONF, conf_text: str | None = None,
+        check: Any = None) -> dict[str, float | int]:
     manifests = build(nodes, pods, seed)
-    conf = load_conf(conf_path)
+    conf = load_conf(conf_path) if conf_text is None else parse_conf(conf_text)
     cluster, cache, scheduler = build_simulation(manifests, conf=conf, seed=seed,
                                                  freeze_loaded=True)
     cluster.take_changes()
@@ -470,7 +481,9 @@ def run(nodes: int, pods: int, seed: int, *, build: Any = synthetic_cluster,
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     bound = sum(1 for pod in cluster.objects.get("Pod", {}).values() if pod["spec"].get("nodeName"))
+    extra = {} if check is None else check(cluster)
     return {
+        **extra,
         "nodes": nodes,
         "pods": pods,
         "bound": bound,
@@ -490,9 +503,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--scenario", choices=("allocate", "preempt", "gpu"), default="allocate",
+        "--scenario", choices=("allocate", "preempt", "gpu", "topology"), default="allocate",
         help="allocate: pending gangs on empty nodes; preempt: full nodes, pending "
-        "high-priority pods (--pods of them); gpu: fine-grained devices")
+        "high-priority pods (--pods of them); gpu: fine-grained devices; topology: gangs with "
+        "hard network-topology constraints in a 3-tier HyperNode tree, against the same pods "
+        "without them")
     parser.add_argument(
         "--idle-cycle", action="store_true",
         help="--pods running pods on --nodes nodes; time a cycle with --pending new pods")
@@ -505,7 +520,8 @@ def main() -> int:
         result = run_idle(args.nodes, args.pods, args.seed, pending=args.pending,
                           repeat=args.repeat, warmup=args.warmup)
     else:
-        runner = {"preempt": run_preempt, "gpu": run_gpu}.get(args.scenario, run)
+        runner = {"preempt": run_preempt, "gpu": run_gpu, "topology": run_topology}.get(
+            args.scenario, run)
         result = runner(args.nodes, args.pods, args.seed)
     if args.json:
         print(json.dumps(result))
@@ -517,6 +533,101 @@ def main() -> int:
 
 def run_gpu(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
     return run(nodes, pods, seed, build=gpu_cluster, conf_path=GPU_CONF)
+
+
+TOPOLOGY_FANOUT = 8
+"""Nodes per tier-1 HyperNode, and HyperNodes per HyperNode of the tier above."""
+
+
+def _hypernode(name: str, tier: int, kind: str, members: list[str]) -> Manifest:
+    return Manifest("bench", {
+        "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": [
+            {"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members]},
+    })
+
+
+def topology_cluster(nodes: int, pods: int, seed: int, *,
+                     constrained: bool = True) -> list[Manifest]:
+    """``nodes`` nodes in a 3-tier tree, ``pods`` pods in gangs of 8–64 (see the module doc);
+    the same objects for the same seed whether ``constrained`` or not."""
+    rng = random.Random(seed)
+    out: list[Manifest] = []
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    for name in names:
+        out.append(Manifest("bench", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}},
+        }))
+    members, kind = names, "Node"
+    for tier in (1, 2, 3):
+        groups = [members[i:i + TOPOLOGY_FANOUT] for i in range(0, len(members), TOPOLOGY_FANOUT)]
+        level = [f"t{tier}-{i:04d}" for i in range(len(groups))]
+        out += [_hypernode(n, tier, kind, g) for n, g in zip(level, groups, strict=True)]
+        members, kind = level, "HyperNode"
+    created, job = 0, 0
+    while created < pods:
+        size = min(rng.randint(8, 64), pods - created)
+        tier = 1 if job % 2 == 0 else 2
+        cpu = rng.choice(("1", "2", "4") if tier == 1 else ("4", "8"))
+        if tier == 1 and size * int(cpu) > 32 * TOPOLOGY_FANOUT // 2:
+            cpu = "1"  # a tier-1 gang fits half a leaf switch
+        name = f"job-{job:05d}"
+        spec: dict[str, object] = {"minMember": size, "queue": "default"}
+        if constrained:
+            spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier}
+        out.append(Manifest("bench", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "bench"}, "spec": spec,
+        }))
+        for t in range(size):
+            out.append(Manifest("bench", {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-task-{t}", "namespace": "bench",
+                             "annotations": {"scheduling.k8s.io/group-name": name}},
+                "spec": {"schedulerName": "volcano", "containers": [{
+                    "name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu, "memory": "4Gi"}}}]},
+            }))
+        created += size
+        job += 1
+    return out
+
+
+def _spans(cluster: Any) -> dict[str, float | int]:
+    """Whether each constrained job that runs stays in one HyperNode of its tier."""
+    index = {int(node.split("-")[1]): node for node in cluster.objects.get("Node", {})}
+    nodes_of: dict[str, set[int]] = {}
+    for pod in cluster.objects.get("Pod", {}).values():
+        node = pod["spec"].get("nodeName")
+        if node:
+            group = pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+            nodes_of.setdefault(group, set()).add(int(node.split("-")[1]))
+    ok = True
+    for group, rows in nodes_of.items():
+        spec = cluster.objects["PodGroup"][f"bench/{group}"]["spec"]
+        tier = (spec.get("networkTopology") or {}).get("highestTierAllowed")
+        if tier is not None:
+            width = TOPOLOGY_FANOUT ** tier
+            ok = ok and len({row // width for row in rows}) == 1
+    return {"jobs_running": len(nodes_of), "spans_ok": int(ok)} if index else {}
+
+
+TOPOLOGY_CONF = (CONF.read_text() + "  - name: network-topology-aware\n")
+
+
+def run_topology(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
+    constrained = run(nodes, pods, seed, build=topology_cluster, conf_text=TOPOLOGY_CONF,
+                      check=_spans)
+    free = run(nodes, pods, seed, conf_text=TOPOLOGY_CONF, check=_spans,
+               build=lambda n, p, s: topology_cluster(n, p, s, constrained=False))
+    result: dict[str, float | int] = {f"constrained_{k}": v for k, v in constrained.items()}
+    result.update({f"unconstrained_{k}": v for k, v in free.items()
+                   if k not in ("nodes", "pods", "peak_rss_mb", "spans_ok")})
+    result["ratio"] = round(float(constrained["pods_per_second"])
+                            / max(float(free["pods_per_second"]), 1e-9), 2)
+    return result
 
 
 if __name__ == "__main__":

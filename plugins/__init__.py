@@ -10,6 +10,7 @@ from plugins.conformance import Conformance
 from plugins.deviceshare import DeviceShare
 from plugins.drf import Drf
 from plugins.gang import Gang
+from plugins.network_topology_aware import NetworkTopologyAware
 from plugins.nodeorder import NodeOrder
 from plugins.overcommit import Overcommit
 from plugins.predicates import Predicates
@@ -22,5 +23,5 @@ __all__ = ["PLUGINS"]
 PLUGINS: dict[str, Any] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Drf, Proportion, Overcommit, Predicates, NodeOrder,
-                Binpack, DeviceShare, Capacity, Sla)
+                Binpack, DeviceShare, Capacity, Sla, NetworkTopologyAware)
 }

@@ -107,8 +107,14 @@ def make_podgroup(
     priority_class: str | None = None,
     min_task_member: Mapping[str, int] | None = None,
     phase: str | None = None,
+    network_topology: Mapping[str, Any] | None = None,
+    sub_group_policy: Sequence[Mapping[str, Any]] | None = None,
 ) -> Obj:
     spec: Obj = {"minMember": min_member, "queue": queue}
+    if network_topology is not None:
+        spec["networkTopology"] = dict(network_topology)
+    if sub_group_policy is not None:
+        spec["subGroupPolicy"] = [dict(p) for p in sub_group_policy]
     if min_resources is not None:
         spec["minResources"] = dict(min_resources)
     if priority_class is not None:
@@ -124,6 +130,35 @@ def make_podgroup(
     if phase is not None:
         group["status"] = {"phase": phase}
     return group
+
+
+def make_hypernode(
+    name: str,
+    *,
+    tier: int,
+    nodes: Sequence[str] = (),
+    hypernodes: Sequence[str] = (),
+    regex: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    tier_name: str | None = None,
+) -> Obj:
+    """A HyperNode whose members are ``nodes`` / ``hypernodes`` by exact name, plus a node
+    member by ``regex`` or ``labels`` when given."""
+    members: list[Obj] = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]
+    members += [{"type": "HyperNode", "selector": {"exactMatch": {"name": h}}} for h in hypernodes]
+    if regex is not None:
+        members.append({"type": "Node", "selector": {"regexMatch": {"pattern": regex}}})
+    if labels is not None:
+        members.append({"type": "Node", "selector": {"labelMatch": {"matchLabels": dict(labels)}}})
+    spec: Obj = {"tier": tier, "members": members}
+    if tier_name is not None:
+        spec["tierName"] = tier_name
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def make_queue(

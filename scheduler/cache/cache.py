@@ -38,6 +38,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import GROUP_NAME_ANNOTATION, TaskInfo, task_from_pod
 from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
+from scheduler.cache.hypernodes import HyperNodeStore, warn_unacted_topology
 from scheduler.cache.implied import ImpliedGroups
 from scheduler.cache.interface import ClusterWriter, ObjectRef
 from scheduler.cache.intern import StringTable
@@ -59,6 +60,7 @@ _API_VERSIONS = {
     "PodGroup": "scheduling.volcano.sh/v1beta1",
     "Queue": "scheduling.volcano.sh/v1beta1",
     "Device": "scheduling.koordinator.sh/v1alpha1",
+    "HyperNode": "topology.volcano.sh/v1alpha1",
 }
 
 NodeDevicesBuilder = Callable[[NodeInfo, Mapping[str, Any] | None], dict[str, Any]]
@@ -107,6 +109,8 @@ class SchedulerCache(CacheWrites):
         self.namespace_labels: dict[str, dict[str, str]] = {}
         """Namespace name → labels (read by pod affinity terms' namespaceSelector)."""
         self.device_objects: dict[str, Mapping[str, Any]] = {}
+        self.hypernodes = HyperNodeStore()
+        """HyperNode objects and the network-topology tree built from them."""
         """Koordinator ``Device`` objects (one per node, named after it), kept raw."""
         self.resync = ResyncQueue(clock=clock)
         self.orphans: list[JobID] = []
@@ -174,6 +178,7 @@ class SchedulerCache(CacheWrites):
             "PriorityClass": self._priority_class,
             "Device": self._device,
             "Namespace": self._namespace,
+            "HyperNode": self._hypernode,
         }.get(kind)
         if handler is None:
             return
@@ -239,10 +244,22 @@ class SchedulerCache(CacheWrites):
         with self.lock:
             self.pool.dirty_jobs.add(JobID(key))
 
+    def _hypernode(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        self.hypernodes.apply(deleted, obj)
+        self.broken.pop(f"HyperNode {(obj.get('metadata') or {}).get('name', '')}", None)
+
     def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         self.pool.mark_node(name)
         old = self.nodes.get(name)
+        try:
+            self._node_update(deleted, obj, name=name, old=old)
+        finally:
+            self.hypernodes.node_changed(old, self.nodes.get(name))
+
+    def _node_update(
+        self, deleted: bool, obj: Mapping[str, Any], *, name: str, old: NodeInfo | None
+    ) -> None:
         if old is not None and old.others:
             # What a queue counts for a task on a device node reads the node's devices.
             self.pool.dirty_jobs.update(t.job for t in self.tasks_by_node.get(name, {}).values())
@@ -387,6 +404,7 @@ class SchedulerCache(CacheWrites):
         self.deleted_groups.pop(uid, None)
         self.broken.pop(f"PodGroup {uid}", None)
         self.implied.arrived(uid)
+        warn_unacted_topology(uid, old, podgroup)
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})
 
@@ -524,7 +542,8 @@ class SchedulerCache(CacheWrites):
         jobs, active = assemble_jobs(self, clones, refreshed=refreshed, previous=previous)
         queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
         return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
-                        namespace_labels=dict(self.namespace_labels), active=active)
+                        namespace_labels=dict(self.namespace_labels), active=active,
+                        hypernodes=self.hypernodes.tree(self.nodes))
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from scheduler.api.errors import ObjectError
+from scheduler.api.hypernode import hypernode_from_object
 from scheduler.api.node import node_from_object
 from scheduler.api.pod import PodParseMemo
 from scheduler.api.podgroup import podgroup_from_object
@@ -43,7 +44,8 @@ __all__ = [
     "parse_documents",
 ]
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device", "ConfigMap")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device", "ConfigMap",
+         "HyperNode")
 _NAMESPACED = ("Pod", "PodGroup", "ConfigMap")
 BUILT_IN_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 """The classes every API server creates itself, so a pod may name them without a manifest."""
@@ -56,6 +58,7 @@ _GROUPS = {
     "Namespace": ("v1",),
     "Device": ("scheduling.koordinator.sh/v1alpha1",),
     "ConfigMap": ("v1",),  # Volcano's device config (read by the device families)
+    "HyperNode": ("topology.volcano.sh/v1alpha1",),
 }
 
 
@@ -153,6 +156,8 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
             podgroup_from_object(obj)
         elif kind == "Queue":
             queue_from_object(obj)
+        elif kind == "HyperNode":
+            hypernode_from_object(obj)
         elif kind == "PriorityClass":
             value = obj.get("value")
             if isinstance(value, bool) or not isinstance(value, int):

@@ -189,6 +189,8 @@ class SimCluster:
                 apply("ADDED", kind, obj)
         for obj in self.objects.get("Device", {}).values():  # the cache rebuilds its node
             apply("ADDED", "Device", obj)
+        for obj in self.objects.get("HyperNode", {}).values():
+            apply("ADDED", "HyperNode", obj)
 
     def take_changes(self) -> int:
         changes, self.changes = self.changes, 0
@@ -404,6 +406,6 @@ class SimCluster:
     def all_objects(self) -> list[Obj]:
         """Every object, kinds in a stable order, then the Events."""
         out: list[Obj] = []
-        for kind in ("Node", "Device", "Pod", "PodGroup", "Queue", "PriorityClass"):
+        for kind in ("Node", "Device", "HyperNode", "Pod", "PodGroup", "Queue", "PriorityClass"):
             out.extend(self.objects.get(kind, {}).values())
         return out + self.events

@@ -17,10 +17,11 @@ from scheduler.cluster.kube.flags import positive_int
 from scheduler.commands.progress import Ticker
 
 if TYPE_CHECKING:
+    from scheduler.cluster.manifests import Manifest
     from scheduler.cluster.simulation import SimulationResult
     from scheduler.conf import SchedulerConf
 
-__all__ = ["add_simulate_arguments", "load_conf_warning"]
+__all__ = ["add_simulate_arguments", "discover_hypernodes", "load_conf_warning"]
 
 INTERRUPTED = 130
 """Exit status after Ctrl-C, as a shell reports a command ended by SIGINT (128 + 2)."""
@@ -54,6 +55,48 @@ def totals_line(objects: list[Any], result: SimulationResult, seconds: float) ->
     state = "settled" if result.settled else "stopped at --max-cycles"
     return (f"{nodes} node(s); {bound + pending} pod(s): {bound} bound, {pending} pending, "
             f"{evicted} evicted; {result.cycles} cycle(s), {state}; {seconds:.1f} s.")
+
+
+def discover_hypernodes(manifests: list[Manifest], path: str, *,
+                        warnings: list[str]) -> list[Manifest]:
+    """``manifests`` with the HyperNodes label discovery would keep: those the config at
+    ``path`` derives from the Nodes' labels added (or brought up to date), discovered ones no
+    longer derived removed, every other HyperNode left as given. Raises ``ValueError`` (a
+    :class:`~scheduler.cluster.discovery.DiscoveryConfigError`) naming the file and field."""
+    from scheduler.cluster.discovery import (
+        apply_plan,
+        config_text,
+        desired_hypernodes,
+        parse_discovery_config,
+        plan_reconcile,
+    )
+    from scheduler.cluster.manifests import Manifest
+
+    with open(path) as handle:
+        text = handle.read()
+    config = parse_discovery_config(config_text(text, source=path), source=path)
+    warnings.extend(config.warnings)
+    if not config.enabled:
+        warnings.append(f"{path}: enables no label discovery; HyperNodes are as given")
+        return manifests
+    existing: dict[str, dict[str, Any]] = {}
+    sources: dict[str, str] = {}
+    for manifest in manifests:
+        if manifest.kind == "HyperNode":
+            name = str((manifest.obj.get("metadata") or {}).get("name", ""))
+            existing[name], sources[name] = manifest.obj, manifest.source
+    nodes = [m.obj for m in manifests if m.kind == "Node"]
+    plan = plan_reconcile(desired_hypernodes(nodes, config, existing=existing), existing)
+    warnings.extend(f"{path}: {conflict}" for conflict in plan.conflicts)
+    after = apply_plan(existing, plan)
+    written = {str(obj["metadata"]["name"]) for obj in (*plan.create, *plan.update)}
+    kept = [m for m in manifests if m.kind != "HyperNode"]
+    for name in sorted(after):
+        if name in written:
+            kept.append(Manifest(source=f"{path} (discovered)", obj=after[name]))
+        else:
+            kept.append(Manifest(source=sources[name], obj=existing[name]))
+    return kept
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -90,6 +133,13 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
         return 2
     finally:
         gc.enable()
+    if args.hypernode_discovery:
+        try:
+            manifests = discover_hypernodes(manifests, args.hypernode_discovery,
+                                            warnings=warnings)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
 
@@ -129,9 +179,9 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
 def add_simulate_arguments(sub: Any) -> None:
     sim = sub.add_parser(
         "simulate", help="schedule Kubernetes manifests on the embedded cluster",
-        description="Load Nodes, Pods, PodGroups, Queues, PriorityClasses and Namespaces from "
-        "manifests, run scheduling cycles until one changes nothing, and print the cluster "
-        "after. Exit status: 0 done, 2 bad input, 130 interrupted.")
+        description="Load Nodes, Pods, PodGroups, Queues, PriorityClasses, Namespaces and "
+        "HyperNodes from manifests, schedule until a cycle changes nothing, and print the "
+        "cluster after. Exit status: 0 done, 2 bad input, 130 interrupted.")
     sim.add_argument(
         "files", nargs="+", metavar="FILE",
         help="YAML or JSON manifests (multi-document or a v1 List)",
@@ -148,6 +198,11 @@ def add_simulate_arguments(sub: Any) -> None:
     sim.add_argument("--max-cycles", type=positive_int, default=100, metavar="N",
                      help="stop after this many cycles even if the cluster has not settled "
                      "(at least 1; default: 100; 1 shows one session's decisions)")
+    sim.add_argument("--hypernode-discovery", metavar="FILE",
+                     help="derive HyperNodes from the Nodes' labels as Volcano's label "
+                     "discovery does; FILE holds the volcano-controller.conf text, or a "
+                     "ConfigMap carrying it under that key (HyperNodes in the manifests that "
+                     "discovery did not make are kept as given)")
     sim.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                      help="table: nodes, pending pods with their reason, evictions and "
                      "PodGroups, then a totals line; yaml/json: every object after scheduling "

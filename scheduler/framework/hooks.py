@@ -30,6 +30,8 @@ __all__ = [
     "EventHandler",
     "ExactPredicate",
     "FloatArray",
+    "HyperNodeGradient",
+    "HyperNodeScorer",
     "IntArray",
     "JobEnqueueable",
     "JobEnqueued",
@@ -232,6 +234,19 @@ class EventHandler(Protocol):
     def on_deallocate(self, task: TaskInfo) -> None: ...
 
 
+@runtime_checkable
+class HyperNodeGradient(Protocol):
+    def hypernode_gradients(self, job: JobInfo, root: str, purpose: str) -> list[list[str]]:
+        """Candidate HyperNodes under ``root`` for the whole job, grouped lowest tier first
+        (``purpose``: ``allocate`` or ``evict``)."""
+
+
+@runtime_checkable
+class HyperNodeScorer(Protocol):
+    def score_hypernodes(self, job: JobInfo, names: list[str]) -> dict[str, float]:
+        """Scores of candidate HyperNodes for the job (already weighted)."""
+
+
 HOOK_FLAGS: dict[type, str | None] = {
     JobOrder: "enableJobOrder",
     TaskOrder: "enableTaskOrder",
@@ -256,5 +271,7 @@ HOOK_FLAGS: dict[type, str | None] = {
     PreemptPredicate: "enablePredicate",
     SimulatePredicate: "enablePredicate",
     EventHandler: None,
+    HyperNodeGradient: "enabledHyperNodeGradient",
+    HyperNodeScorer: "enabledHyperNodeOrder",
 }
 """Each extension point and the PluginOption flag that switches it (None: always on)."""

@@ -36,22 +36,28 @@ def feasible_nodes(
     task: TaskInfo,
     *,
     check_resources: bool = True,
+    within: BoolArray | None = None,
 ) -> tuple[IntArray, FitErrors | None]:
-    """Rows of the nodes ``task`` may go to, or ``(empty, FitErrors)``."""
+    """Rows of the nodes ``task`` may go to, or ``(empty, FitErrors)``; with ``within``, only
+    among the nodes it marks (a HyperNode's), sampled and explained over those alone."""
     table = session.table
-    total = len(table)
+    total = len(table) if within is None else int(within.sum())
     status = session.pre_predicate(task)
     if status is not None:
         errors = FitErrors.for_pod(total, status.message or "pre-predicate failed")
         return np.empty(0, dtype=np.intp), errors
-    mask = table.fit_mask(task.init_resreq) if check_resources else np.ones(total, dtype=bool)
+    mask = (
+        table.fit_mask(task.init_resreq) if check_resources else np.ones(len(table), dtype=bool)
+    )
+    if within is not None:
+        mask &= within
     if mask.any():
         mask &= session.predicate_mask(task)
     rows = np.flatnonzero(mask)
     target = sampling_target(total, session.sampling)
     exact_failures: list[tuple[int, str]] = []
     if len(rows):
-        start = session.cursor % max(total, 1)
+        start = session.cursor % max(len(table), 1)
         split = int(rows.searchsorted(start))  # rows are ascending: [start, n) then [0, start)
         rows = np.concatenate((rows[split:], rows[:split]))
         if session.wants_exact(task):
@@ -63,7 +69,8 @@ def feasible_nodes(
     if len(rows):
         return rows, None
     return rows, _explain(
-        session, task, check_resources=check_resources, exact_failures=exact_failures
+        session, task, check_resources=check_resources, exact_failures=exact_failures,
+        within=within,
     )
 
 
@@ -90,10 +97,11 @@ def _explain(
     *,
     check_resources: bool,
     exact_failures: list[tuple[int, str]],
+    within: BoolArray | None = None,
 ) -> FitErrors:
     table = session.table
-    errors = FitErrors(nodes=len(table))
-    alive: BoolArray = np.ones(len(table), dtype=bool)
+    alive: BoolArray = np.ones(len(table), dtype=bool) if within is None else within.copy()
+    errors = FitErrors(nodes=int(alive.sum()))
     if check_resources:
         for failed, reason in table.fit_reasons(task.init_resreq, alive):
             errors.add(reason, int(failed.sum()))

@@ -27,6 +27,7 @@ from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, JobID, QueueID, TaskStatus, Vote
 from scheduler.framework import hooks as h
+from scheduler.framework.hypernodes import HyperNodeView
 from scheduler.framework.interface import SessionSink
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.settled import Contribution
@@ -184,6 +185,7 @@ class Session:
         self._allocated_at_open: dict[JobID, Resource] = {}
         """Copies of ``JobInfo.allocated`` taken just before a job's first in-session change."""
         self._hook_cache: dict[type, list[list[Any]]] = {}
+        self._hypernode_view: HyperNodeView | None = None
         self._job_order = self._flat(h.JobOrder, "job_order")
         self._task_order = self._flat(h.TaskOrder, "task_order")
         self._queue_order = self._flat(h.QueueOrder, "queue_order")
@@ -206,6 +208,10 @@ class Session:
         # A settled job was valid at its last close and has not changed since.
         for job in list(self.active_jobs.values()):
             verdict = self.job_valid(job)
+            if verdict is None and job.podgroup.network_topology is not None:
+                problem = self.hypernodes.tier_name_problem(job)
+                if problem is not None:
+                    verdict = ("InvalidNetworkTopology", problem)
             if verdict is not None:
                 self.invalid_jobs[job.uid] = verdict
 
@@ -421,6 +427,33 @@ class Session:
             if status is not None and not status.ok:
                 return status
         return None
+
+    # -- network topology (HyperNodes) ---------------------------------------------------
+    @property
+    def hypernodes(self) -> HyperNodeView:
+        """The HyperNode tree as this session sees it (built on first use)."""
+        view = self._hypernode_view
+        if view is None:
+            view = self._hypernode_view = HyperNodeView(self.snapshot.hypernodes, self.table)
+        return view
+
+    def hypernode_gradients(self, job: JobInfo, root: str, purpose: str) -> list[list[str]]:
+        """The first plugin's answer in tier order (Volcano's ``HyperNodeGradientForJobFn``);
+        without one, ``root`` alone."""
+        for tier in self.hooks(h.HyperNodeGradient):
+            for plugin in tier:
+                return list(plugin.hypernode_gradients(job, root, purpose))
+        return [[root]]
+
+    def score_hypernodes(self, job: JobInfo, names: list[str]) -> dict[str, float]:
+        """The sum of every scoring plugin's scores (Volcano's ``HyperNodeOrderMapFn``)."""
+        total = dict.fromkeys(names, 0.0)
+        for tier in self.hooks(h.HyperNodeScorer):
+            for plugin in tier:
+                for name, score in plugin.score_hypernodes(job, names).items():
+                    if name in total:
+                        total[name] += score
+        return total
 
     def score(self, task: TaskInfo, candidates: h.IntArray) -> h.FloatArray:
         total = np.zeros(len(candidates))

@@ -12,6 +12,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from scheduler.api.hypernode import HyperNodeTree
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
@@ -48,6 +49,8 @@ class Snapshot:
     :mod:`scheduler.framework.settled`). Sessions skip them where the outcome is known."""
     settled_sums: SettledStore | None = None
     """Per-queue sums over settled jobs kept from cycle to cycle (None: none kept)."""
+    hypernodes: HyperNodeTree = field(default_factory=HyperNodeTree)
+    """The network-topology tree (shared with the cache and later snapshots: read only)."""
     active: list[JobID] | None = None
     """The jobs that are not settled, in ``jobs`` order (None: every job)."""
     closed_jobs: list[JobID] | None = None

@@ -33,16 +33,17 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "queues", "devices",
-                  "customresourcedefinitions"}
+                  "customresourcedefinitions", "hypernodes"}
 KINDS = {"nodes": "Node", "pods": "Pod", "priorityclasses": "PriorityClass",
          "podgroups": "PodGroup", "queues": "Queue", "devices": "Device", "leases": "Lease",
-         "events": "Event", "namespaces": "Namespace"}
+         "events": "Event", "namespaces": "Namespace", "hypernodes": "HyperNode"}
 DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "v1/namespaces",
                        "scheduling.k8s.io/v1/priorityclasses",
                        "scheduling.volcano.sh/v1beta1/podgroups",
                        "scheduling.volcano.sh/v1beta1/queues", "coordination.k8s.io/v1/leases")
 DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
-STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES)
+HYPERNODES = "topology.volcano.sh/v1alpha1/hypernodes"
+STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES)
 
 
 def is_namespaced(plural: str) -> bool:

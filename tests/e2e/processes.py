@@ -30,7 +30,8 @@ class SchedulerProcess:
 
     def __init__(self, *, kubeconfig: str, name: str, workdir: Path, conf: str,
                  node_selector: dict[str, str] | None = None, leader_elect: bool = False,
-                 lease_namespace: str = "", lease_name: str = "") -> None:
+                 lease_namespace: str = "", lease_name: str = "",
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.name = name
         self.lease = (lease_namespace, lease_name or name)
         """The Lease campaigned for (namespace, name) when ``leader_elect``."""
@@ -52,6 +53,7 @@ class SchedulerProcess:
                      "--leader-elect-resource-name", lease_name or name, *LEASE]
         else:
             argv.append("--leader-elect=false")
+        argv += extra_args
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])))
         self._log = self.log_path.open("wb")

@@ -39,9 +39,9 @@ tiers:
   - name: proportion
   - name: nodeorder
   - name: binpack
-  - name: network-topology-aware
+  - name: numa-aware
 """
-SKIPPED = "Volcano plugin 'network-topology-aware' is not implemented by Lahar; skipped"
+SKIPPED = "Volcano plugin 'numa-aware' is not implemented by Lahar; skipped"
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +54,7 @@ def _fresh_logging() -> Iterator[None]:
 
 def test_every_lahar_plugin_is_a_volcano_plugin() -> None:
     assert set(PLUGINS) <= VOLCANO_PLUGINS
-    assert {"network-topology-aware", "numa-aware", "tdm", "usage", "extender"} <= set(
+    assert {"numa-aware", "tdm", "usage", "extender"} <= set(
         UNIMPLEMENTED)
 
 
@@ -109,7 +109,7 @@ def test_conf_check_prints_the_warning_once(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["conf", "check", str(_write(tmp_path))]) == 0
     out, err = capsys.readouterr()
-    assert "network-topology-aware" not in out
+    assert "numa-aware" not in out
     assert err.count(f"warning: {tmp_path / 'ci.conf'}: tiers[1].plugins[6]: {SKIPPED}") == 1
 
 

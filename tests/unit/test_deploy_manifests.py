@@ -66,6 +66,8 @@ CLUSTER_NEEDS = {
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
     ("", "configmaps", "get"),
+    ("topology.volcano.sh", "hypernodes", "list"),
+    ("topology.volcano.sh", "hypernodes", "watch"),
 }
 # leader.py, in the --leader-elect-resource-namespace only.
 LEASE_NEEDS = {

@@ -107,6 +107,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(sched, "--enable-podgroup-controller", True,
           "give plain pods of our schedulers a PodGroup, as Volcano's controller does")
 
+    topology = parser.add_argument_group("network topology")
+    topology.add_argument(
+        "--hypernode-discovery-config", default="", metavar="PATH",
+        help="run HyperNode label discovery from this file, the volcano-controller.conf key "
+             "of Volcano's volcano-controller-configmap (mounted; re-read when it changes); "
+             "empty = off. Needs the RBAC of conf/deploy/optional/hypernode-discovery.yaml")
+
     api = parser.add_argument_group("API server")
     api.add_argument("--kubeconfig", default="", metavar="PATH",
                      help="kubeconfig path (empty = in-cluster)")

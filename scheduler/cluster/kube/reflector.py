@@ -13,8 +13,8 @@ A :class:`Reflector` keeps one collection (nodes, pods, …) in step with the AP
 Objects are delivered as the decoded JSON dicts, never through the ``kubernetes`` client's
 models, and without ``metadata.managedFields``.
 
-Collections of optional CRDs (Koordinator ``Device``) answer 404 when the CRD is absent; that is
-logged once, counts as synced, and is looked at again after a while.
+Collections of optional CRDs (Koordinator ``Device``, Volcano ``HyperNode``) answer 404 when the
+CRD is absent; that is logged once, counts as synced, and is looked at again after a while.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from scheduler.cluster.kube.retry import status_of
 
 __all__ = [
     "DEVICES",
+    "HYPERNODES",
     "NAMESPACES",
     "NODES",
     "PODGROUPS",
@@ -84,8 +85,10 @@ QUEUES = ResourceSpec("Queue", "/apis/scheduling.volcano.sh/v1beta1", "queues")
 NAMESPACES = ResourceSpec("Namespace", "/api/v1", "namespaces")
 DEVICES = ResourceSpec("Device", "/apis/scheduling.koordinator.sh/v1alpha1", "devices",
                        optional=True)
+HYPERNODES = ResourceSpec("HyperNode", "/apis/topology.volcano.sh/v1alpha1", "hypernodes",
+                          optional=True)
 RESOURCES: tuple[ResourceSpec, ...] = (
-    NODES, PODS, PRIORITY_CLASSES, PODGROUPS, QUEUES, NAMESPACES, DEVICES)
+    NODES, PODS, PRIORITY_CLASSES, PODGROUPS, QUEUES, NAMESPACES, DEVICES, HYPERNODES)
 
 
 class WatchError(Exception):

@@ -28,6 +28,7 @@ import structlog
 from scheduler.cache.interface import ObjectRef
 from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.cyclemetrics import record_cycle
+from scheduler.cluster.kube.discovery import DiscoveryController
 from scheduler.cluster.kube.flags import add_run_arguments, normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
 from scheduler.cluster.kube.podgroups import PodGroupController
@@ -347,11 +348,14 @@ def _device_config_maps(client: Any, conf: Any) -> list[dict[str, Any]]:
         return []
 
 
-def _feed(cache: Any, kind: str, groups: PodGroupController | None = None) -> Handler:
+def _feed(cache: Any, kind: str, groups: PodGroupController | None = None,
+          discovery: DiscoveryController | None = None) -> Handler:
     def handler(event_type: str, obj: dict[str, Any]) -> None:
         cache.apply(event_type, kind, obj)
         if groups is not None and kind == "Pod":
             groups.observe(event_type, obj)
+        if discovery is not None and kind in ("Node", "HyperNode"):
+            discovery.observe(kind, event_type, obj)
 
     return handler
 
@@ -415,12 +419,17 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                                  report=lambda pod, message: _report_pod(writer, pod, message),
                                  yield_to=lambda: binds is not None and binds.recently_busy())
               if args.enable_podgroup_controller else None)
+    discovery = (DiscoveryController(client, args.hypernode_discovery_config, leading=leading)
+                 if args.hypernode_discovery_config else None)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
-                                           handler=_feed(cache, spec.kind, groups))
+                                           handler=_feed(cache, spec.kind, groups, discovery))
                                  for spec in RESOURCES])
     reflectors.start(stop)
     if groups is not None:
         groups.start(stop)
+    if discovery is not None:  # off the loop's path, only while leading, after the sync
+        discovery.synced = lambda: reflectors.has_synced
+        discovery.start(stop)
     _ensure_default_queue(writer, args.default_queue, stop)
     timeout = args.resource_sync_timeout or None
     if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
@@ -479,3 +488,5 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         reflectors.join(timeout=5.0)
         if groups is not None:
             groups.join(timeout=1.0)
+        if discovery is not None:
+            discovery.join(timeout=1.0)

@@ -1,0 +1,292 @@
+"""The session's view of the HyperNode tree, and the search that places a job in one HyperNode.
+
+Volcano's session adds a virtual HyperNode above every root (``<cluster-top-hypernode>``, one
+tier above the highest real tier, holding every node), translates a job's ``highestTierName``
+to its tier and turns a ``soft`` constraint into a hard one bounded by that top tier, so soft
+jobs take the hard path and land in the lowest tier that holds them (``OpenSession``,
+``adjustNetworkTopologySpec``). A job with tasks already placed keeps the HyperNode they span
+(``recoverAllocatedHyperNode``: the lowest HyperNode holding all their nodes).
+
+:func:`place_in_hypernodes` is allocate's hypernode path (Volcano's ``allocateForJob``): the
+gradients of candidate HyperNodes (lowest tier first) come from the plugin implementing
+``HyperNodeGradient``; in each gradient the job's gang is tried in each HyperNode and the
+best-scored HyperNode where the job became ready (or pipelined) wins. Volcano dry-runs every
+candidate and then takes the highest score; here the candidates are tried in score order
+(ties in a random order from the session's source) and the first success is kept, which picks
+from the same set with the same rule. A candidate that cannot hold the gang by the sums of its
+nodes' future idle is not tried (such a try can only fail).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scheduler.api.hypernode import HyperNodeTree
+from scheduler.api.job import JobInfo
+from scheduler.api.resource import MIN_RESOURCE
+from scheduler.api.task import TaskInfo
+from scheduler.api.types import ALLOCATED_STATUS, JobID, TaskStatus
+from scheduler.framework.hooks import BoolArray, FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from scheduler.framework.nodetable import NodeTable
+    from scheduler.framework.session import Session
+    from scheduler.framework.statement import Statement
+
+__all__ = [
+    "CLUSTER_TOP",
+    "Attempt",
+    "HyperNodeView",
+    "has_network_topology",
+    "place_in_hypernodes",
+]
+
+CLUSTER_TOP = "<cluster-top-hypernode>"
+
+
+class HyperNodeView:
+    """The tree plus the cluster-top HyperNode, node rows of the session's table, and each
+    job's effective constraint and allocated HyperNode."""
+
+    def __init__(self, tree: HyperNodeTree, table: NodeTable) -> None:
+        self.tree = tree
+        self.table = table
+        self.ready = tree.ready
+        self.top_tier = max(tree.tiers) + 1 if tree.tiers else 1
+        self.tiers = [*tree.tiers, self.top_tier]
+        self._rows: dict[str, IntArray] = {}
+        self._masks: dict[str, BoolArray] = {}
+        self._allocated: dict[JobID, str] = {}
+        self.trying: dict[JobID, str] = {}
+        """Job → the LCA of the nodes its tasks went to so far in the try under way (Volcano's
+        ``task.JobAllocatedHyperNode``), read by the node scorer."""
+
+    # -- tree -----------------------------------------------------------------------------
+    def tier(self, name: str) -> int:
+        return self.top_tier if name == CLUSTER_TOP else self.tree.info[name].tier
+
+    def children(self, name: str) -> list[str]:
+        return self.tree.roots() if name == CLUSTER_TOP else self.tree.info[name].children
+
+    def ancestors(self, name: str) -> list[str]:
+        if name == CLUSTER_TOP:
+            return [CLUSTER_TOP]
+        return [*self.tree.ancestors(name), CLUSTER_TOP]
+
+    def lca(self, a: str, b: str) -> str:
+        if not a or not b:
+            return a or b
+        if CLUSTER_TOP in (a, b):
+            return CLUSTER_TOP
+        return self.tree.lca(a, b) or CLUSTER_TOP
+
+    def leaf_of(self, node: str) -> str:
+        """The node's HyperNode of the lowest tier, ``""`` when it is in none."""
+        return self.tree.leaf_of(node) or ""
+
+    def rows(self, name: str) -> IntArray:
+        """Table rows of the nodes under ``name`` (ascending)."""
+        rows = self._rows.get(name)
+        if rows is None:
+            if name == CLUSTER_TOP:
+                rows = np.arange(len(self.table), dtype=np.intp)
+            else:
+                index = self.table.index
+                rows = np.array(
+                    sorted(index[n] for n in self.tree.nodes_of(name) if n in index),
+                    dtype=np.intp,
+                )
+            self._rows[name] = rows
+        return rows
+
+    def mask(self, name: str) -> BoolArray:
+        mask = self._masks.get(name)
+        if mask is None:
+            mask = np.zeros(len(self.table), dtype=bool)
+            mask[self.rows(name)] = True
+            self._masks[name] = mask
+        return mask
+
+    # -- jobs -----------------------------------------------------------------------------
+    def tier_name_problem(self, job: JobInfo) -> str | None:
+        """Why a job's ``highestTierName`` cannot be used, or None."""
+        spec = job.podgroup.network_topology
+        if spec is None or not spec.highest_tier_name:
+            return None
+        if spec.highest_tier_name in self.tree.tier_names:
+            return None
+        known = ", ".join(sorted(self.tree.tier_names)) or "none"
+        return (
+            f"PodGroup {job.uid}: spec.networkTopology.highestTierName "
+            f"{spec.highest_tier_name!r} names no HyperNode tier (tier names: {known})"
+        )
+
+    def limit(self, job: JobInfo) -> int | None:
+        """The highest tier the job may span, or None when it has no usable constraint
+        (no ``networkTopology``, or a hard one naming no tier, which Volcano leaves
+        unconstrained)."""
+        spec = job.podgroup.network_topology
+        if spec is None:
+            return None
+        if not spec.hard:
+            return self.top_tier
+        if spec.highest_tier_allowed is not None:
+            return spec.highest_tier_allowed
+        return self.tree.tier_names.get(spec.highest_tier_name)
+
+    def allocated(self, job: JobInfo) -> str:
+        """The HyperNode the job's placed tasks span (``""`` when none is placed)."""
+        known = self._allocated.get(job.uid)
+        if known is None:
+            known = ""
+            for task in _placed(job):
+                if task.node_name not in self.table.index:
+                    known = ""  # a node outside the session: Volcano gives up the recovery
+                    break
+                known = self.lca(known, self.leaf_of(task.node_name) or CLUSTER_TOP)
+            self._allocated[job.uid] = known
+        return known
+
+    def set_allocated(self, job: JobInfo, name: str) -> None:
+        self._allocated[job.uid] = name
+
+
+def has_network_topology(job: JobInfo) -> bool:
+    """Volcano's ``JobInfo.ContainsNetworkTopology``: on the PodGroup or on a sub-group."""
+    podgroup = job.podgroup
+    return podgroup.network_topology is not None or any(
+        group.network_topology is not None for group in podgroup.sub_groups
+    )
+
+
+def _placed(job: JobInfo) -> list[TaskInfo]:
+    return [
+        task
+        for status, tasks in job.task_status_index.items()
+        if status & (ALLOCATED_STATUS | TaskStatus.PIPELINED)
+        for task in tasks.values()
+        if task.node_name
+    ]
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What a try of the job in one HyperNode gave: the statement when the job became ready
+    or pipelined (still applied), else None and how many tasks were placed."""
+
+    statement: Statement | None
+    placed: int
+    error: str = ""
+
+
+def place_in_hypernodes(
+    session: Session,
+    job: JobInfo,
+    *,
+    pending: list[TaskInfo],
+    needed: int,
+    attempt: Callable[[str], Attempt],
+) -> tuple[str, Attempt | None, str]:
+    """Volcano's ``allocateForJob``: returns (winning HyperNode, its attempt, "") or
+    ("", None, why) when no candidate holds the job."""
+    view = session.hypernodes
+    limit = view.limit(job)
+    gradients = session.hypernode_gradients(job, CLUSTER_TOP, "allocate")
+    demand = _demand(session.table, pending, needed)
+    closest: tuple[int, int, str, str] | None = None
+    roomiest: tuple[float, int, str] | None = None
+    for gradient in gradients:
+        scores = session.score_hypernodes(job, gradient)
+        for name in _by_score(session, gradient, scores):
+            if not _may_hold(session.table, view.rows(name), demand):
+                room = (-_room(session.table, view.rows(name), demand), view.tier(name), name)
+                roomiest = room if roomiest is None or room < roomiest else roomiest
+                continue
+            result = attempt(name)
+            if result.statement is not None:
+                return name, result, ""
+            key = (-result.placed, view.tier(name), name, result.error)
+            if closest is None or key < closest:
+                closest = key
+    where = f"tier {limit}" if limit is not None and limit < view.top_tier else "the cluster"
+    if closest is None and roomiest is not None:
+        share, tier, name = roomiest
+        why = (
+            f"no HyperNode of {where} or below has room for the job's {needed} task(s); the "
+            f"closest, {_display(name)} (tier {tier}), has {-share:.0%} of the room they need"
+        )
+    elif closest is None:
+        why = f"no HyperNode of {where} or below is a candidate for the job"
+    else:
+        placed, tier, name, error = closest
+        why = (
+            f"no HyperNode of {where} or below holds the job's {needed} task(s); the closest, "
+            f"{_display(name)} (tier {tier}), took {-placed}" + (f": {error}" if error else "")
+        )
+    return "", None, why
+
+
+def _display(name: str) -> str:
+    return "the whole cluster" if name == CLUSTER_TOP else f"HyperNode {name}"
+
+
+def _by_score(session: Session, names: list[str], scores: dict[str, float]) -> list[str]:
+    """Highest score first; equal scores in a random order from the session's source."""
+    groups: dict[float, list[str]] = {}
+    for name in names:
+        groups.setdefault(scores.get(name, 0.0), []).append(name)
+    ordered: list[str] = []
+    for score in sorted(groups, reverse=True):
+        group = groups[score]
+        if len(group) > 1:
+            session.rng.shuffle(group)
+        ordered.extend(group)
+    return ordered
+
+
+@dataclass(slots=True)
+class _Demand:
+    total: FloatArray
+    """Per resource dimension, the least the ``needed`` tasks can ask for together."""
+    slack: float
+    """Volcano's fit tolerance (``MIN_RESOURCE`` per task) summed over those tasks."""
+    smallest: FloatArray
+    """The smallest request of any pending task, per dimension."""
+
+
+def _demand(table: NodeTable, pending: list[TaskInfo], needed: int) -> _Demand | None:
+    if not pending or needed <= 0:
+        return None
+    requests = np.array([table.vector(task.init_resreq) for task in pending])
+    ordered = np.sort(requests, axis=0)
+    count = min(needed, len(pending))
+    return _Demand(
+        total=ordered[:count].sum(axis=0), slack=MIN_RESOURCE * count, smallest=ordered[0].copy()
+    )
+
+
+def _room(table: NodeTable, rows: IntArray, demand: _Demand | None) -> float:
+    """The share of the gang's least demand that the nodes of ``rows`` have free (≤ 1)."""
+    if demand is None or not len(rows):
+        return 0.0
+    free = table.future_idle[rows].sum(axis=0)
+    asked = demand.total > 0
+    if not asked.any():
+        return 1.0
+    return float(min(1.0, np.min(np.maximum(free[asked], 0.0) / demand.total[asked])))
+
+
+def _may_hold(table: NodeTable, rows: IntArray, demand: _Demand | None) -> bool:
+    """False only when the nodes of ``rows`` cannot hold the gang whatever the placement."""
+    if not len(rows):
+        return False
+    if demand is None:
+        return True
+    future = table.future_idle[rows]
+    if np.any(demand.total - future.sum(axis=0) >= demand.slack):
+        return False
+    return bool(np.any(np.all(demand.smallest - future < MIN_RESOURCE, axis=1)))
