@@ -2,7 +2,7 @@
 
 The scheduler processes the suite starts then talk to the API server as the ServiceAccount of
 ``conf/deploy/`` with a token from the TokenRequest API, bound by ``conf/deploy/20-rbac.yaml``
-and nothing else; the suite's own calls keep the admin kubeconfig. Any request the role does
+(and the optional HyperNode discovery role) and nothing else; the suite's own calls keep the admin kubeconfig. Any request the role does
 not grant is answered 403, which the scheduler logs; :func:`forbidden_lines` finds those lines
 so that a case fails on them even where the scheduler recovered.
 """
@@ -24,7 +24,12 @@ ACCOUNT = "lahar-scheduler"
 LEASE = ("lahar-system", "lahar-scheduler")
 """The only Lease the deploy Role lets the scheduler read and renew."""
 
-_MANIFESTS = ("00-namespace.yaml", "10-serviceaccount.yaml", "20-rbac.yaml")
+_MANIFESTS = ("00-namespace.yaml", "10-serviceaccount.yaml", "20-rbac.yaml",
+              "optional/hypernode-discovery.yaml")
+"""The deploy manifests applied; of the optional HyperNode discovery file only its role and
+binding (one case runs discovery), not its ConfigMap."""
+_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+          "RoleBinding")
 
 
 def _apply(kube: Kube, document: dict[str, Any]) -> None:
@@ -59,7 +64,7 @@ def deploy_identity(kube: Kube, admin_kubeconfig: str, workdir: Path) -> str:
     and write a kubeconfig that uses it; returns that kubeconfig's path."""
     for manifest in _MANIFESTS:
         for document in yaml.safe_load_all((DEPLOY / manifest).read_text()):
-            if document:
+            if document and document.get("kind") in _KINDS:
                 _apply(kube, document)
     answer = raw(kube.core.create_namespaced_service_account_token, ACCOUNT, NAMESPACE, {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
