@@ -43,3 +43,25 @@ def test_without_a_ca_file_the_system_trust_store_is_loaded_once() -> None:
     context = _client().api_client.rest_client.pool_manager.connection_pool_kw["ssl_context"]
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.cert_store_stats()["x509_ca"] > 0 or not ssl.get_default_verify_paths().cafile
+
+
+def test_the_credential_refresh_runs_at_most_once_a_second_even_as_it_reinstalls_itself() -> None:
+    """The kubeconfig loader's hook re-reads the user entry and installs itself again each time
+    it runs (``KubeConfigLoader._set_config``); it must still run once, not per request."""
+    configuration = Configuration(host="https://example.invalid:6443")
+    configuration.api_key = {"BearerToken": "token-0"}
+    runs: list[str] = []
+
+    def loader_hook(config: Configuration) -> None:
+        runs.append(config.api_key.get("BearerToken", ""))
+        config.api_key["BearerToken"] = f"token-{len(runs)}"
+        config.refresh_api_key_hook = loader_hook  # type: ignore[assignment]
+
+    configuration.refresh_api_key_hook = loader_hook  # type: ignore[assignment]
+    client = KubeClient(ApiClient(configuration))
+    for _ in range(50):
+        headers: dict[str, str] = {}
+        client.api_client.update_params_for_auth(headers, [], ["BearerToken"], "/", "GET", None)
+    assert runs == ["token-0"]
+    assert headers["authorization"] == "token-1"
+    assert configuration.refresh_api_key_hook is not loader_hook  # wrapped again

@@ -28,7 +28,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import config as kube_config
@@ -159,6 +159,10 @@ class KubeClient:
         self.api_client = api_client
         self.bucket = TokenBucket(qps=qps, burst=burst)
         share_tls_context(api_client)
+        configuration = api_client.configuration
+        if configuration.refresh_api_key_hook is not None:
+            configuration.refresh_api_key_hook = _AtMostEvery(
+                REFRESH_INTERVAL, configuration.refresh_api_key_hook)
 
     @classmethod
     def from_flags(cls, *, kubeconfig: str | None = None, master: str | None = None,
@@ -189,15 +193,20 @@ class KubeClient:
         urllib3/``OSError`` exceptions when the server cannot be reached.
         """
         self.bucket.acquire()
-        headers = {"Accept": "application/json"}
+        api = self.api_client
+        headers = {**api.default_headers, "Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         params = [(key, _query_text(value)) for key, value in (query or {}).items()
                   if value is not None]
-        serialized = self.api_client.param_serialize(
-            method=method, resource_path=path, query_params=params, header_params=headers,
-            body=body, auth_settings=["BearerToken"])
-        response = self.api_client.call_api(*serialized, _request_timeout=timeout)
+        # The client's own param_serialize deep-copies the body to sanitise model objects;
+        # ours are plain JSON already, so only the auth header and the URL are built here.
+        api.update_params_for_auth(headers, params, ["BearerToken"], path, method, body)
+        url = api.configuration.host + path
+        if params:
+            url += "?" + urlencode(params, quote_via=quote)
+        response = api.call_api(method, url, header_params=headers, body=body,
+                                _request_timeout=timeout)
         if not 200 <= response.status <= 299:
             response.read()
             text = (response.data or b"").decode("utf-8", errors="replace")
@@ -223,6 +232,36 @@ class KubeClient:
 
     def close(self) -> None:
         self.api_client.close()
+
+
+REFRESH_INTERVAL = 1.0
+"""Seconds between two runs of the kubeconfig loader's credential refresh. The official client
+runs it before every request (re-reading the whole user entry, even for a static token: a
+twentieth of a bind's CPU); an exec plugin's or a projected token's expiry is seconds away at
+the least, so once a second is as fresh."""
+
+
+class _AtMostEvery:
+    """A credential refresh hook run at most once per ``seconds``. The loader's hook installs
+    itself again each time it runs; it is wrapped again then."""
+
+    def __init__(self, seconds: float, hook: Callable[[Configuration], None]) -> None:
+        self.seconds, self.hook = seconds, hook
+        self._lock = threading.Lock()
+        self._last = float("-inf")
+
+    def __call__(self, configuration: Configuration) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last < self.seconds:
+                return
+            self._last = now
+        self.hook(configuration)
+        installed = configuration.refresh_api_key_hook
+        if installed is not self:
+            if installed is not None:
+                self.hook = installed
+            configuration.refresh_api_key_hook = self  # type: ignore[assignment]  # typed None upstream
 
 
 def share_tls_context(api_client: ApiClient) -> ssl.SSLContext | None:
