@@ -12,6 +12,7 @@ switch takes a plugin out, as in Volcano.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol, runtime_checkable
@@ -20,6 +21,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import Vote
 from scheduler.framework.session import Session
+from scheduler.framework.victims import agreed_victims
 
 __all__ = [
     "EvictionContext",
@@ -58,26 +60,7 @@ def unified_evictable(
 ) -> list[TaskInfo]:
     """Volcano's ``Session.UnifiedEvictable``: tiers in order, answers intersected inside a
     tier, the first tier with victims decides. No conf switch gates it, as in Volcano."""
-    for tier in session.tiers:
-        victims: list[TaskInfo] | None = None
-        for entry in tier:
-            plugin = entry.plugin
-            if not isinstance(plugin, UnifiedEvictable):
-                continue
-            answer, vote = plugin.unified_evictable(context, candidates)
-            if vote == Vote.ABSTAIN:
-                continue
-            if not answer:
-                victims = None
-                break
-            if victims is None:
-                victims = list(answer)
-                continue
-            allowed = {t.uid for t in answer}
-            victims = [t for t in victims if t.uid in allowed]
-            if not victims:
-                victims = None
-                break
-        if victims is not None:
-            return victims
-    return []
+    return agreed_victims(
+        [[functools.partial(entry.plugin.unified_evictable, context, candidates)
+          for entry in tier if isinstance(entry.plugin, UnifiedEvictable)]
+         for tier in session.tiers])

@@ -16,7 +16,8 @@ intersection ends the tier exactly like an empty answer (``docs/preemption.md``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,11 +31,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURABLE_BY_EVICTION",
+    "agreed_victims",
     "combine_evictable",
     "preempt_mask",
     "victim_order",
     "victim_tasks",
 ]
+
+Answer = tuple[list[TaskInfo], Vote]
 
 CURABLE_BY_EVICTION = frozenset({
     "node(s) pod number exceeded",
@@ -55,10 +59,18 @@ def combine_evictable(
     candidates: list[TaskInfo],
 ) -> list[TaskInfo]:
     """The victims the tiers of ``protocol`` (Preemptable or Reclaimable) agree on."""
-    for tier in session.hooks(protocol):
+    return agreed_victims(
+        [[functools.partial(getattr(plugin, method), evictor, candidates) for plugin in tier]
+         for tier in session.hooks(protocol)])
+
+
+def agreed_victims(tiers: Iterable[Iterable[Callable[[], Answer]]]) -> list[TaskInfo]:
+    """The combination rule above, over each tier's plugins' answers (asked lazily, in order:
+    a tier that ends early asks no further plugin of it)."""
+    for tier in tiers:
         victims: list[TaskInfo] | None = None
-        for plugin in tier:
-            answer, vote = getattr(plugin, method)(evictor, candidates)
+        for ask in tier:
+            answer, vote = ask()
             if vote == Vote.ABSTAIN:
                 continue
             if not answer:
