@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_e2e import ROOT, RUN_LABEL, Cluster, bound_at, in_parallel, undecoded  # noqa: E402
+from bench_peer import cpu_model  # noqa: E402
 
 
 def stop_summary(log_path: Path) -> dict[str, Any]:
@@ -111,18 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         "status_dropped_state": summary.get("left_state"),
         "status_dropped_events": summary.get("left_events"),
         "podgroups": len(groups), "podgroup_phases": dict(phases),
-        "cpu": _cpu_model(), "log": str(log_path)}))
+        "cpu": cpu_model(), "log": str(log_path)}))
     return 0
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":
