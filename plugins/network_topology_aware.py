@@ -20,6 +20,11 @@ Volcano's ``pkg/scheduler/plugins/network-topology-aware``:
   the tier-weighted (``fading^(tier−1)``) binpack of the pod on the node's HyperNode of each
   tier (1 where the node is in none). Both times 100 × ``weight``.
 
+For a partition of ``spec.subGroupPolicy`` (``HyperNodeGradientForSubJobFn``): the same
+search under the job's HyperNode with the partition's limit, placed tasks and pending requests;
+its HyperNode score is the binpack of its tasks, ties broken by the share of its tasks a
+HyperNode already holds; its tasks' node scores follow the partition's own constraint.
+
 ``used`` per HyperNode follows every in-session placement, as Volcano's event handler keeps it.
 """
 

@@ -474,3 +474,23 @@ def test_lahar_simulate_places_each_partition_in_one_leaf(
     assert nodes["short-0"] == ""
     group = next(i for i in items if i["kind"] == "PodGroup" and i["metadata"]["name"] == "short")
     assert [c["type"] for c in group["status"]["conditions"]] == ["Unschedulable"]
+
+
+def test_sub_group_tier_name_matching_no_tier_leaves_the_job_out() -> None:
+    """A sub-group ``highestTierName`` that names no tier: Volcano's
+    ``translateHighestTierNameToAllowed`` (session.go) fails and leaves that partition
+    unconstrained; Lahar leaves the job out and says why, as for the PodGroup's own name (a
+    documented difference)."""
+    case = next(c for c in CASES if c.line == 2897)
+    objs = objects(case)
+    group = next(o for o in objs if o["kind"] == "PodGroup")
+    group["spec"]["subGroupPolicy"][0]["networkTopology"] = {
+        "mode": "hard",
+        "highestTierName": "volcano.sh/nowhere",
+    }
+    run = simulate(objs, conf=CONF, max_cycles=1)
+    assert run.binds() == {}
+    condition = next(
+        c for c in run.podgroup("pg1", "c1")["status"]["conditions"] if c["type"] == "Unschedulable"
+    )
+    assert "spec.subGroupPolicy[0].networkTopology.highestTierName" in condition["message"]
