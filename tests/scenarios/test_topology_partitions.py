@@ -24,6 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
+from scheduler.api.podgroup import podgroup_from_object
+from scheduler.api.subjob import partition_tasks
+from scheduler.api.task import task_from_pod
 from scheduler.commands.cli import main
 from tests.builders import make_hypernode, make_node, make_pod, make_podgroup, make_queue, simulate
 
@@ -494,3 +497,53 @@ def test_sub_group_tier_name_matching_no_tier_leaves_the_job_out() -> None:
         c for c in run.podgroup("pg1", "c1")["status"]["conditions"] if c["type"] == "Unschedulable"
     )
     assert "spec.subGroupPolicy[0].networkTopology.highestTierName" in condition["message"]
+
+
+def test_pods_go_to_the_first_policy_that_selects_them() -> None:
+    """``getOrCreateSubJob`` / ``getSubJobMatchValues`` (job_info.go, sub_job_info.go): the
+    first policy whose selector matches and whose keys the pod all carries (non-empty) takes
+    it; a policy without ``matchLabelKeys`` takes nothing; the rest is the default sub-job,
+    which needs 1 pod and keeps the PodGroup's constraint."""
+    group = podgroup_from_object(
+        make_podgroup(
+            "pg",
+            min_member=3,
+            network_topology={"mode": "hard", "highestTierAllowed": 2},
+            sub_group_policy=[
+                {"name": "keyless", "subGroupSize": 5},
+                {
+                    "name": "gpu",
+                    "matchLabelKeys": ["rank", "slot"],
+                    "labelSelector": {"matchLabels": {"kind": "gpu"}},
+                    "subGroupSize": 2,
+                    "minSubGroups": 1,
+                },
+                {"name": "any", "matchLabelKeys": ["rank"]},
+            ],
+        )
+    )
+    labels = {
+        "a": {"kind": "gpu", "rank": "3", "slot": "x"},
+        "b": {"kind": "gpu", "rank": "3", "slot": "x"},
+        "c": {"kind": "cpu", "rank": "3", "slot": "x"},  # not selected by gpu: goes to any
+        "d": {"kind": "gpu", "rank": "3", "slot": ""},  # empty value: not gpu either
+        "e": {"kind": "gpu"},  # no key at all: default
+    }
+    tasks = []
+    for name, pod_labels in labels.items():
+        pod = make_pod(name, group="pg")
+        pod["metadata"]["labels"] = pod_labels
+        tasks.append(task_from_pod(pod))
+    subs = partition_tasks("ns/pg", group, min_available=3, tasks=tasks)
+    members = {uid: sorted(t.name for t in sub.tasks.values()) for uid, sub in subs.by_uid.items()}
+    assert members == {
+        "ns/pg/gpu-3-x": ["a", "b"],
+        "ns/pg/any-3": ["c", "d"],
+        "ns/pg": ["e"],
+    }
+    gpu, default = subs.by_uid["ns/pg/gpu-3-x"], subs.by_uid["ns/pg"]
+    assert (gpu.min_available, gpu.match_index, gpu.topology) == (2, 3, None)
+    assert default.min_available == 1 and default.topology == group.network_topology
+    assert subs.min_sub_groups == {"ns/pg/keyless": 0, "ns/pg/gpu": 1, "ns/pg/any": 0}
+    assert subs.valid()
+    assert not subs.enough(pipelined=False)  # no pod of gpu is placed yet
