@@ -15,6 +15,10 @@ A job with a network-topology constraint (when a plugin gives HyperNode gradient
 turn through :func:`~scheduler.framework.hypernodes.place_in_hypernodes`: the gang is tried
 inside each candidate HyperNode, lowest tier first, and kept in the best one that holds it
 (Volcano's ``allocateForJob``); while the HyperNode tree is not ready such a job waits.
+
+A job whose PodGroup has ``spec.subGroupPolicy`` takes its turn through
+:func:`~scheduler.framework.subjobs.place_partitions`: each partition is a gang of its own,
+placed under its own constraint inside the HyperNode chosen for the job.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import PHASE_INQUEUE
 from scheduler.api.queue import QueueInfo
 from scheduler.api.status import FitErrors
+from scheduler.api.subjob import SubJob
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import QueueID, TaskStatus
 from scheduler.framework import hooks as h
@@ -32,6 +37,13 @@ from scheduler.framework.nominated import nominated_node
 from scheduler.framework.select import best_node, feasible_nodes
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
+from scheduler.framework.subjobs import (
+    Worksheet,
+    place_partitions,
+    sub_job_pipelined,
+    sub_job_ready,
+    worksheet_of,
+)
 
 __all__ = ["Allocate"]
 
@@ -49,9 +61,12 @@ class Allocate:
         self._within: str = ""
         """The HyperNode the job's turn under way is confined to (``""``: anywhere)."""
         self._placed = 0
+        self._sheets: dict[str, Worksheet] = {}
+        """Per job with partitions, what it has left to place (Volcano's worksheet)."""
 
     def execute(self, session: Session) -> None:
         self._within = ""
+        self._sheets = {}
         topology = any(session.hooks(h.HyperNodeGradient))
         enqueue_on = "enqueue" in session.enabled_actions
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
@@ -75,6 +90,8 @@ class Allocate:
             if has_network_topology(job) and not _topology_ready(session, job, candidates):
                 continue
             pending_tasks[job.uid] = PriorityQueue(session.task_order, candidates)
+            if job.podgroup.sub_groups:
+                self._sheets[job.uid] = worksheet_of(session, job, candidates)
             if job.queue not in jobs_by_queue:
                 jobs_by_queue[job.queue] = PriorityQueue(session.job_order)
                 queues.push(queue)
@@ -90,14 +107,18 @@ class Allocate:
                 continue
             job = jobs.pop()
             tasks = pending_tasks[job.uid]
-            if topology and session.hypernodes.limit(job) is not None:
+            if job.podgroup.sub_groups:
+                statement, more = self._allocate_partitions(session, queue, job)
+            elif topology and session.hypernodes.limit(job) is not None:
                 statement, tasks = self._allocate_in_hypernodes(session, queue, job, tasks)
                 pending_tasks[job.uid] = tasks
+                more = bool(tasks)
             else:
                 statement = self._allocate_tasks(session, queue, job, tasks)
+                more = bool(tasks)
             if statement is not None and session.job_ready(job):
                 statement.commit()
-                if tasks:
+                if more:
                     jobs.push(job)
             queues.push(queue)
 
@@ -135,12 +156,24 @@ class Allocate:
         queue: QueueInfo,
         job: JobInfo,
         tasks: PriorityQueue[TaskInfo],
+        sub: SubJob | None = None,
     ) -> Statement | None:
-        """One turn of ``job``: place tasks until it is ready or it cannot continue.
+        """One turn of ``job`` (or of its partition ``sub``): place tasks until it is ready
+        or it cannot continue.
 
-        Returns the statement when the job is ready or pipelined (Volcano's
+        Returns the statement when the job (partition) is ready or pipelined (Volcano's
         ``allocateResourcesForTasks``), after discarding it otherwise.
         """
+        if sub is None:
+            ready = session.job_ready
+            pipelined = session.job_pipelined
+        else:
+            def ready(job: JobInfo) -> bool:
+                return sub_job_ready(session, sub)
+
+            def pipelined(job: JobInfo) -> bool:
+                return sub_job_pipelined(session, sub)
+
         statement = Statement(session)
         while tasks:
             task = tasks.pop()
@@ -155,7 +188,7 @@ class Allocate:
                     + _LIMIT.get(session.allocatable_refused_by(queue, task) or "", ""),
                 )
                 continue
-            if job.role_already_failed(task):
+            if job.role_already_failed(task) if sub is None else _role_failed_in(job, sub, task):
                 job.nodes_fit_errors[task.uid] = FitErrors(
                     nodes=len(session.table),
                     error=f"Task {task.name} with role spec {task.role} has already "
@@ -164,12 +197,16 @@ class Allocate:
                 job.unfit_tasks.add(task.uid)
                 continue
             if not self._place(session, statement, job, task):
-                if job.need_continue_allocating():
+                if (
+                    job.need_continue_allocating()
+                    if sub is None
+                    else _sub_continues(job, sub)
+                ):
                     continue
                 break
-            if session.job_ready(job):
+            if ready(job):
                 break
-        if session.job_ready(job) or session.job_pipelined(job):
+        if ready(job) or pipelined(job):
             return statement
         self._placed = len(statement)
         statement.discard()
@@ -219,6 +256,32 @@ class Allocate:
             job.nodes_fit_errors[task.uid] = errors
         return None, PriorityQueue(session.task_order)
 
+    def _allocate_partitions(
+        self, session: Session, queue: QueueInfo, job: JobInfo
+    ) -> tuple[Statement | None, bool]:
+        """One turn of a job with partitions; returns the statement (as
+        :meth:`_allocate_tasks` does) and whether partitions are left for its next turn."""
+        view = session.hypernodes
+
+        def attempt(
+            sub: SubJob, tasks: list[TaskInfo], name: str
+        ) -> tuple[Statement | None, list[TaskInfo]]:
+            view.trying[job.uid] = view.sub_allocated(sub.uid, list(sub.tasks.values()))
+            queued = PriorityQueue(session.task_order, tasks)
+            self._within, self._placed = name, 0
+            statement = self._allocate_tasks(session, queue, job, queued, sub)
+            return statement, [queued.pop() for _ in range(len(queued))]
+
+        try:
+            statement, sheet = place_partitions(
+                session, job, sheet=self._sheets[job.uid], attempt=attempt
+            )
+        finally:
+            self._within = ""
+            view.trying.pop(job.uid, None)
+        self._sheets[job.uid] = sheet
+        return statement, bool(sheet.queue)
+
     def _place(self, session: Session, statement: Statement, job: JobInfo, task: TaskInfo) -> bool:
         """Put ``task`` on the best feasible node; False when it fits no node."""
         within = session.hypernodes.mask(self._within) if self._within else None
@@ -245,6 +308,20 @@ class Allocate:
                     view.trying[job.uid] = view.lca(view.trying.get(job.uid, ""), leaf)
         # A vetoed placement is not a predicate failure: the job carries on with its next task.
         return True
+
+
+def _role_failed_in(job: JobInfo, sub: SubJob, task: TaskInfo) -> bool:
+    """Volcano's ``TaskHasFitErrors`` for a partition: a sibling of the same role in the
+    same partition fitted no node."""
+    return bool(task.role) and any(
+        uid in sub.tasks and job.tasks[uid].role == task.role for uid in job.unfit_tasks
+    )
+
+
+def _sub_continues(job: JobInfo, sub: SubJob) -> bool:
+    """Volcano's ``NeedContinueAllocating`` for a job with partitions: go on after a task
+    that fits nowhere unless the job or the partition needs every one of its tasks."""
+    return job.min_available != len(job.tasks) and sub.min_available < len(sub.tasks)
 
 
 def _topology_ready(session: Session, job: JobInfo, candidates: list[TaskInfo]) -> bool:

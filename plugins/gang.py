@@ -5,6 +5,11 @@ when enough tasks hold resources, pipelined when enough more are reserved. At se
 it writes the ``Unschedulable`` / ``Scheduled`` PodGroup condition with Volcano's messages; an
 invalid job (the actions pass it by) gets the ``NotEnoughResources`` condition of any unready
 gang, as Volcano writes it since it stopped dropping invalid jobs from the session.
+
+With ``spec.subGroupPolicy`` each partition is a gang of its own (``subGroupSize`` tasks,
+:meth:`Gang.sub_job_ready`), and a job is valid, ready or pipelined only when each policy has
+``minSubGroups`` partitions (valid / ready / pipelined), as Volcano's gang checks
+``CheckSubJobValid``, ``CheckSubJobReady`` and ``CheckSubJobPipelined``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from scheduler.api.job import JobInfo
+from scheduler.api.subjob import SubJob
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, READY_STATUS, TaskStatus, Vote
 from scheduler.framework.close import rfc3339
@@ -44,6 +50,13 @@ class Gang(PluginBase[NoArgs]):
     NAME = "gang"
 
     def job_valid(self, job: JobInfo) -> tuple[str, str] | None:
+        if job.podgroup.sub_groups and not job.sub_jobs().valid():
+            role = _roles_satisfied(job, _VALID)
+            if role is None:
+                return (
+                    "NotEnoughPodsOfTask",
+                    "Not enough valid subGroups of each task for gang-scheduling",
+                )
         if not job.min_task_member and _running_gang(job):
             return None  # every task is valid (Running), and enough of them
         role = _roles_satisfied(job, _VALID)
@@ -64,15 +77,26 @@ class Gang(PluginBase[NoArgs]):
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
-        return job.is_ready() and _roles_satisfied(job, READY_STATUS) is None
+        return (
+            job.is_ready()
+            and _roles_satisfied(job, READY_STATUS) is None
+            and (not job.podgroup.sub_groups or job.sub_jobs().enough(pipelined=False))
+        )
 
     def job_pipelined(self, job: JobInfo) -> Vote:
         if (
             job.is_pipelined()
             and _roles_satisfied(job, READY_STATUS | TaskStatus.PIPELINED) is None
+            and (not job.podgroup.sub_groups or job.sub_jobs().enough(pipelined=True))
         ):
             return Vote.PERMIT
         return Vote.REJECT
+
+    def sub_job_ready(self, sub: SubJob) -> bool:
+        return sub.is_ready()
+
+    def sub_job_pipelined(self, sub: SubJob) -> Vote:
+        return Vote.PERMIT if sub.is_pipelined() else Vote.REJECT
 
     def job_starving(self, job: JobInfo) -> bool:
         return job.is_starving()

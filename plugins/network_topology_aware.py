@@ -20,6 +20,11 @@ Volcano's ``pkg/scheduler/plugins/network-topology-aware``:
   the tier-weighted (``fading^(tier−1)``) binpack of the pod on the node's HyperNode of each
   tier (1 where the node is in none). Both times 100 × ``weight``.
 
+For a partition of ``spec.subGroupPolicy`` (``HyperNodeGradientForSubJobFn``): the same
+search under the job's HyperNode with the partition's limit, placed tasks and pending requests;
+its HyperNode score is the binpack of its tasks, ties broken by the share of its tasks a
+HyperNode already holds; its tasks' node scores follow the partition's own constraint.
+
 ``used`` per HyperNode follows every in-session placement, as Volcano's event handler keeps it.
 """
 
@@ -32,7 +37,9 @@ import numpy as np
 
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, Resource
+from scheduler.api.subjob import SubJob
 from scheduler.api.task import TaskInfo
+from scheduler.api.types import TaskID
 from scheduler.framework.arguments import arg, extra_args, is_go_int, note, notes_field, wrong_type
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.hypernodes import CLUSTER_TOP
@@ -132,6 +139,8 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
                 self._future[i] = table.future_idle[rows].sum(axis=0)
         self._min_tier, self._max_tier = view.tiers[0], view.tiers[-1]
         self._by_tier: dict[int, IntArray] = {}
+        self._placed_on: dict[TaskID, str] = {}
+        """Task → the node an in-session placement put it on (read back when it is undone)."""
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _containing(self, node: str) -> list[int]:
@@ -140,11 +149,14 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
 
     def on_allocate(self, task: TaskInfo) -> None:
         if len(self._names) > 1:
+            self._placed_on[task.uid] = task.node_name
             self._used[self._containing(task.node_name)] += self.ssn.table.vector(task.resreq)
 
     def on_deallocate(self, task: TaskInfo) -> None:
+        # The session has taken the task off its node before telling: use the node it had.
+        node = self._placed_on.pop(task.uid, task.node_name)
         if len(self._names) > 1:
-            self._used[self._containing(task.node_name)] -= self.ssn.table.vector(task.resreq)
+            self._used[self._containing(node)] -= self.ssn.table.vector(task.resreq)
 
     # -- gradients ------------------------------------------------------------------------
     def hypernode_gradients(self, job: JobInfo, root: str, purpose: str) -> list[list[str]]:
@@ -152,11 +164,29 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
         limit = view.limit(job)
         if limit is None:
             return [[root]]
-        allocated = view.allocated(job)
+        minimum = job.podgroup.min_resources or Resource()
+        return self._gradients(root, limit, view.allocated(job), minimum, purpose)
+
+    def sub_job_gradients(
+        self, job: JobInfo, sub: SubJob, root: str, purpose: str
+    ) -> list[list[str]]:
+        """Volcano's ``HyperNodeGradientForSubJobFn``: the same search under ``root`` (the
+        job's HyperNode) with the partition's limit, placed tasks and pending requests."""
+        view = self.ssn.hypernodes
+        limit = view.sub_limit(job, sub.topology)
+        if limit is None:
+            return [[root]]
+        allocated = view.sub_allocated(sub.uid, list(sub.tasks.values()))
+        return self._gradients(root, limit, allocated, sub.pending_request(), purpose)
+
+    def _gradients(
+        self, root: str, limit: int, allocated: str, request: Resource, purpose: str
+    ) -> list[list[str]]:
+        view = self.ssn.hypernodes
         start = self._search_root(root, limit, allocated)
         if start is None:
             return []
-        minimum = self.ssn.table.vector(job.podgroup.min_resources or Resource())
+        minimum = self.ssn.table.vector(request)
         by_tier: dict[int, list[str]] = {}
         queue, seen = [start], {start}
         while queue:
@@ -249,12 +279,44 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
         scores = self._binpack(request, rows) * MAX_SCORE * self.args.weight
         return dict(zip(names, scores.tolist(), strict=True))
 
+    def score_sub_hypernodes(self, sub: SubJob, names: list[str]) -> dict[str, float]:
+        """Volcano's ``HyperNodeOrderFn`` for a partition: the binpack of its tasks' requests,
+        the HyperNodes tied at the top told apart by the share of its tasks they hold."""
+        request = Resource()
+        for task in sub.tasks.values():
+            request.add(task.resreq)
+        rows = np.array([self._index[n] for n in names], dtype=np.intp)
+        raw = self._binpack(request, rows)
+        top = np.flatnonzero(raw >= raw.max()) if len(raw) else raw.astype(np.intp)
+        if len(top) > 1 and sub.tasks:
+            view = self.ssn.hypernodes
+            for i in top.tolist():
+                mask = view.mask(names[i])
+                held = sum(
+                    1
+                    for task in sub.tasks.values()
+                    if task.node_name in view.table.index and mask[view.table.index[task.node_name]]
+                )
+                raw[i] += held / len(sub.tasks)
+        scores = raw * MAX_SCORE * self.args.weight
+        return dict(zip(names, scores.tolist(), strict=True))
+
     def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         job = self.ssn.jobs.get(task.job)
         if job is None:
             return np.zeros(len(candidates))
         view = self.ssn.hypernodes
-        if job.podgroup.network_topology is not None:
+        if job.podgroup.sub_groups:
+            sub = job.sub_jobs().of(task)
+            if sub is not None and sub.topology is not None:
+                scores = self._topology_scores(
+                    job, view.trying.get(job.uid, ""), candidates, tasks=sub.tasks
+                )
+            elif self.args.normal_pod_enable:
+                scores = self._normal_scores(task, candidates)
+            else:
+                return np.zeros(len(candidates))
+        elif job.podgroup.network_topology is not None:
             scores = self._topology_scores(job, view.trying.get(job.uid, ""), candidates)
         elif self.args.normal_pod_enable:
             scores = self._normal_scores(task, candidates)
@@ -294,8 +356,17 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
             total += weight * tier_score
         return total / weights if weights > 0 else np.zeros(len(candidates))
 
-    def _topology_scores(self, job: JobInfo, allocated: str, candidates: IntArray) -> FloatArray:
+    def _topology_scores(
+        self,
+        job: JobInfo,
+        allocated: str,
+        candidates: IntArray,
+        *,
+        tasks: dict[TaskID, TaskInfo] | None = None,
+    ) -> FloatArray:
+        """``tasks``: whose placed share breaks ties (the job's, or its partition's)."""
         scores = np.zeros(len(candidates))
+        mine = job.tasks if tasks is None else tasks
         if not allocated:
             return scores
         view = self.ssn.hypernodes
@@ -305,16 +376,16 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
             per_leaf[leaf] = self._tier_score(self._names[leaf], allocated)
         scores = np.array([per_leaf.get(leaf, 0.0) for leaf in leaves.tolist()])
         best = np.flatnonzero(scores >= scores.max())
-        if len(best) > 1 and job.tasks:
+        if len(best) > 1 and mine:
             placed: dict[int, int] = {}
-            for task in job.tasks.values():
+            for task in mine.values():
                 if task.node_name:
                     row = view.table.index.get(task.node_name)
                     leaf = int(self._tier_rows(view.tiers[0])[row]) if row is not None else -1
                     placed[leaf] = placed.get(leaf, 0) + 1
             for i in best.tolist():
                 scores[i] += (
-                    placed.get(int(leaves[i]), 0) / len(job.tasks) if leaves[i] >= 0 else 0.0
+                    placed.get(int(leaves[i]), 0) / len(mine) if leaves[i] >= 0 else 0.0
                 )
         return scores
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from scheduler.api.podgroup import PHASE_INQUEUE, PHASE_PENDING, PHASE_RUNNING, PodGroup
 from scheduler.api.resource import Resource
 from scheduler.api.status import FitErrors
+from scheduler.api.subjob import SubJobs, partition_tasks
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import (
     ALLOCATED_STATUS,
@@ -62,6 +63,9 @@ class JobInfo:
     best_effort_tasks: int = 0
     """Tasks that request nothing, in any status: while there are none, readiness checks
     (several per job comparison in the job-order heap) need not look at pending tasks."""
+    partitions: SubJobs | None = None
+    """The sub-jobs of ``spec.subGroupPolicy`` once asked for (:meth:`sub_jobs`); dropped
+    when a task comes or goes."""
 
     @property
     def creation(self) -> float:
@@ -72,7 +76,17 @@ class JobInfo:
         return self.podgroup.min_task_member
 
     # -- task index -----------------------------------------------------------------------
+    def sub_jobs(self) -> SubJobs:
+        """The job's partitions (Volcano's ``SubJobs``), cut once per PodGroup and task set."""
+        parts = self.partitions
+        if parts is None or parts.podgroup is not self.podgroup:
+            parts = self.partitions = partition_tasks(
+                self.uid, self.podgroup, min_available=self.min_available,
+                tasks=self.tasks.values())
+        return parts
+
     def add_task(self, task: TaskInfo) -> None:
+        self.partitions = None
         self.tasks[task.uid] = task
         self.task_status_index.setdefault(task.status, {})[task.uid] = task
         self.total_request.add(task.resreq)
@@ -87,6 +101,7 @@ class JobInfo:
         existing = self.tasks.pop(task.uid, None)
         if existing is None:
             return
+        self.partitions = None
         self.task_status_index.get(existing.status, {}).pop(existing.uid, None)
         self.total_request.sub(existing.resreq)
         if existing.status._value_ & _ALLOCATED:

@@ -96,8 +96,9 @@ def warn_unacted_topology(uid: str, old: PodGroup | None, new: PodGroup) -> None
         log.warning(
             "PodGroup spec.networkTopology is hard but names no tier (highestTierAllowed or "
             "highestTierName); as in Volcano the job is not constrained", podgroup=uid)
-    if new.sub_groups and (old is None or old.sub_groups != new.sub_groups):
+    keyless = [group.name for group in new.sub_groups if not group.match_label_keys]
+    if keyless and (old is None or old.sub_groups != new.sub_groups):
         log.warning(
-            "PodGroup spec.subGroupPolicy is ignored: Lahar places the whole job under its "
-            "spec.networkTopology only; the sub-groups' own constraints are not acted on",
-            podgroup=uid, sub_groups=[group.name for group in new.sub_groups])
+            "PodGroup spec.subGroupPolicy entries without matchLabelKeys select no pod (as in "
+            "Volcano): their pods stay in the job's default sub-group", podgroup=uid,
+            sub_groups=keyless)

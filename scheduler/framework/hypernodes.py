@@ -27,6 +27,7 @@ import numpy as np
 
 from scheduler.api.hypernode import HyperNodeTree
 from scheduler.api.job import JobInfo
+from scheduler.api.podgroup import NetworkTopology
 from scheduler.api.resource import MIN_RESOURCE
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, JobID, TaskStatus
@@ -61,6 +62,7 @@ class HyperNodeView:
         self._rows: dict[str, IntArray] = {}
         self._masks: dict[str, BoolArray] = {}
         self._allocated: dict[JobID, str] = {}
+        self._sub_allocated: dict[str, str] = {}
         self.trying: dict[JobID, str] = {}
         """Job → the LCA of the nodes its tasks went to so far in the try under way (Volcano's
         ``task.JobAllocatedHyperNode``), read by the node scorer."""
@@ -113,27 +115,46 @@ class HyperNodeView:
 
     # -- jobs -----------------------------------------------------------------------------
     def tier_name_problem(self, job: JobInfo) -> str | None:
-        """Why a job's ``highestTierName`` cannot be used, or None."""
-        spec = job.podgroup.network_topology
-        if spec is None or not spec.highest_tier_name:
-            return None
-        if spec.highest_tier_name in self.tree.tier_names:
-            return None
-        known = ", ".join(sorted(self.tree.tier_names)) or "none"
-        return (
-            f"PodGroup {job.uid}: spec.networkTopology.highestTierName "
-            f"{spec.highest_tier_name!r} names no HyperNode tier (tier names: {known})"
-        )
+        """Why a job's (or one of its sub-groups') ``highestTierName`` cannot be used, or
+        None."""
+        podgroup = job.podgroup
+        specs = [("spec.networkTopology", podgroup.network_topology)]
+        specs += [
+            (f"spec.subGroupPolicy[{i}].networkTopology", group.network_topology)
+            for i, group in enumerate(podgroup.sub_groups)
+        ]
+        for where, spec in specs:
+            if spec is None or not spec.highest_tier_name:
+                continue
+            if spec.highest_tier_name in self.tree.tier_names:
+                continue
+            known = ", ".join(sorted(self.tree.tier_names)) or "none"
+            return (
+                f"PodGroup {job.uid}: {where}.highestTierName "
+                f"{spec.highest_tier_name!r} names no HyperNode tier (tier names: {known})"
+            )
+        return None
 
     def limit(self, job: JobInfo) -> int | None:
         """The highest tier the job may span, or None when it has no usable constraint
         (no ``networkTopology``, or a hard one naming no tier, which Volcano leaves
         unconstrained)."""
-        spec = job.podgroup.network_topology
+        return self._limit(job.podgroup.network_topology, self.top_tier)
+
+    def sub_limit(self, job: JobInfo, topology: NetworkTopology | None) -> int | None:
+        """The highest tier a partition with ``topology`` may span: a soft one is bounded by
+        the job's own limit (the cluster top without one), as Volcano's
+        ``convertSoftToHardTopology`` bounds it."""
+        if topology is None:
+            return None
+        soft_bound = self.limit(job)
+        return self._limit(topology, self.top_tier if soft_bound is None else soft_bound)
+
+    def _limit(self, spec: NetworkTopology | None, soft_bound: int) -> int | None:
         if spec is None:
             return None
         if not spec.hard:
-            return self.top_tier
+            return soft_bound
         if spec.highest_tier_allowed is not None:
             return spec.highest_tier_allowed
         return self.tree.tier_names.get(spec.highest_tier_name)
@@ -153,6 +174,31 @@ class HyperNodeView:
 
     def set_allocated(self, job: JobInfo, name: str) -> None:
         self._allocated[job.uid] = name
+
+    def sub_allocated(self, uid: str, tasks: list[TaskInfo]) -> str:
+        """The HyperNode a partition's placed ``tasks`` span (``""`` when none is placed)."""
+        known = self._sub_allocated.get(uid)
+        if known is None:
+            known = self._span(tasks)
+            self._sub_allocated[uid] = known
+        return known
+
+    def set_sub_allocated(self, uid: str, name: str | None) -> None:
+        """Record the partition's HyperNode; None forgets it (read again from its tasks)."""
+        if name is None:
+            self._sub_allocated.pop(uid, None)
+        else:
+            self._sub_allocated[uid] = name
+
+    def _span(self, tasks: list[TaskInfo]) -> str:
+        known = ""
+        for task in tasks:
+            if not task.status & (ALLOCATED_STATUS | TaskStatus.PIPELINED) or not task.node_name:
+                continue
+            if task.node_name not in self.table.index:
+                return ""  # a node outside the session: Volcano gives up the recovery
+            known = self.lca(known, self.leaf_of(task.node_name) or CLUSTER_TOP)
+        return known
 
 
 def has_network_topology(job: JobInfo) -> bool:

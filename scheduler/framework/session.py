@@ -208,7 +208,9 @@ class Session:
         # A settled job was valid at its last close and has not changed since.
         for job in list(self.active_jobs.values()):
             verdict = self.job_valid(job)
-            if verdict is None and job.podgroup.network_topology is not None:
+            if verdict is None and (
+                job.podgroup.network_topology is not None or job.podgroup.sub_groups
+            ):
                 problem = self.hypernodes.tier_name_problem(job)
                 if problem is not None:
                     verdict = ("InvalidNetworkTopology", problem)
