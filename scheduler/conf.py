@@ -118,6 +118,12 @@ PLUGIN_FLAGS = (
     "enabledHyperNodeGradient",
 )
 _FLAG_DEFAULT_OFF = {"enableHierarchy", "enabledClusterOrder"}
+_SUB_JOB_FLAGS = {"enabledSubJobReady": "enableJobReady",
+                  "enabledSubJobPipelined": "enableJobPipelined",
+                  "enabledSubJobOrder": "enableJobOrder"}
+"""Volcano's sub-job switches and the job switch whose hook Lahar applies to sub-groups."""
+_SUB_JOB_PLUGINS = ("gang", "priority")
+"""The plugins whose job hooks rank or gate sub-groups too (scheduler/framework/subjobs.py)."""
 _DEFAULT_ACTIONS = "enqueue, allocate, backfill"
 _TOP_LEVEL_KEYS = ("actions", "tiers", "configurations", "metrics")
 
@@ -251,9 +257,11 @@ def _plugin(raw: Any, where: str, warnings: list[str]) -> PluginOption | None:
     acted_on = _acted_on_flags(cls)
     for key in flags:
         if key not in acted_on:
-            warnings.append(
-                ignored(f"{where} ({name})", f"flag {key}", f"{name} has no hook it switches")
-            )
+            job_flag = _SUB_JOB_FLAGS.get(key, "")
+            reason = (f"sub-groups follow {name}'s {job_flag} (Lahar has no separate switch)"
+                      if job_flag in acted_on and name in _SUB_JOB_PLUGINS
+                      else f"{name} has no hook it switches")
+            warnings.append(ignored(f"{where} ({name})", f"flag {key}", reason))
     for key in PLUGIN_FLAGS:
         flags.setdefault(key, key not in _FLAG_DEFAULT_OFF)
     try:

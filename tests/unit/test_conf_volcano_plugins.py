@@ -149,3 +149,16 @@ def test_run_logs_the_warning_at_start(tmp_path: Path) -> None:
     worker.join(60)
     assert codes == [0]
     assert err.getvalue().count(SKIPPED) == 1
+
+
+def test_sub_job_switches_say_which_job_switch_governs_sub_groups() -> None:
+    """Volcano's gang registers SubJobReady/SubJobPipelined/SubJobOrder under their own
+    switches; Lahar's sub-groups follow gang's (and priority's) job switches, and says so."""
+    from scheduler.conf import parse_conf
+
+    conf = parse_conf('actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n'
+                      '    enabledSubJobReady: false\n  - name: drf\n'
+                      '    enabledSubJobOrder: false\n', source="x.conf")
+    gang, drf = conf.warnings
+    assert "flag enabledSubJobReady is ignored: sub-groups follow gang's enableJobReady" in gang
+    assert "flag enabledSubJobOrder is ignored: drf has no hook it switches" in drf
