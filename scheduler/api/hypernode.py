@@ -175,6 +175,8 @@ class HyperNodeTree:
     tier_names: dict[str, int] = field(default_factory=dict)
     ready: bool = True
     warnings: list[str] = field(default_factory=list)
+    told: set[str] = field(default_factory=set)
+    """Problems of jobs with this tree already logged (each is logged once per tree)."""
     _node_tiers: dict[str, dict[int, str]] = field(default_factory=dict)
     _containing: dict[str, list[str]] = field(default_factory=dict)
 

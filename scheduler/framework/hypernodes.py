@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import structlog
 
 from scheduler.api.hypernode import HyperNodeTree
 from scheduler.api.job import JobInfo
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from scheduler.framework.nodetable import NodeTable
     from scheduler.framework.session import Session
     from scheduler.framework.statement import Statement
+
+log = structlog.get_logger("lahar.hypernodes")
 
 __all__ = [
     "CLUSTER_TOP",
@@ -134,6 +137,15 @@ class HyperNodeView:
                 f"{spec.highest_tier_name!r} names no HyperNode tier (tier names: {known})"
             )
         return None
+
+    def tell_tier_name_problem(self, job: JobInfo) -> None:
+        """Log (once per tree) a ``highestTierName`` that names no tier: as Volcano's
+        ``translateHighestTierNameToAllowed`` fails, that constraint is dropped and the job
+        (or partition) is placed without it."""
+        problem = self.tier_name_problem(job)
+        if problem is not None and problem not in self.tree.told:
+            self.tree.told.add(problem)
+            log.warning("network topology constraint dropped, as in Volcano", problem=problem)
 
     def limit(self, job: JobInfo) -> int | None:
         """The highest tier the job may span, or None when it has no usable constraint

@@ -211,9 +211,7 @@ class Session:
             if verdict is None and (
                 job.podgroup.network_topology is not None or job.podgroup.sub_groups
             ):
-                problem = self.hypernodes.tier_name_problem(job)
-                if problem is not None:
-                    verdict = ("InvalidNetworkTopology", problem)
+                self.hypernodes.tell_tier_name_problem(job)
             if verdict is not None:
                 self.invalid_jobs[job.uid] = verdict
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import structlog
+import structlog.testing
 
 from tests.builders import make_hypernode, make_node, make_pod, make_podgroup, make_queue, simulate
 
@@ -258,11 +260,11 @@ def test_allocate_with_network_topologies(case: Case) -> None:
         assert new_binds == case.bind_map
 
 
-def test_unknown_tier_name_leaves_the_job_out() -> None:
+def test_unknown_tier_name_drops_the_constraint_as_volcano_does() -> None:
     """allocate_test.go:2083 ("no corresponding highestTierAllowed for highestTierName"):
-    Volcano cannot translate the name, keeps the job unconstrained and binds its pending pod.
-    Lahar leaves such a job out instead and says why on the PodGroup (a documented
-    difference: a name that matches no tier is a mistake, not a wish to run anywhere)."""
+    Volcano cannot translate the name (``translateHighestTierNameToAllowed``), keeps the job
+    unconstrained and binds its pending pod; so does Lahar, with a warning naming the
+    PodGroup and the field."""
     case = Case(
         2083,
         hard_name("volcano.sh/hypercluster"),
@@ -273,12 +275,10 @@ def test_unknown_tier_name_leaves_the_job_out() -> None:
             make_hypernode("s1", tier=1, nodes=["s1-n3", "s1-n4"], tier_name=TASK_TIER),
         ],
     )
-    run = simulate(_objects(case), conf=CONF, max_cycles=1)
-    assert run.pod("p3", "c1")["spec"].get("nodeName") is None
-    condition = next(
-        c for c in run.podgroup("pg1", "c1")["status"]["conditions"] if c["type"] == "Unschedulable"
-    )
-    assert (
-        "highestTierName 'volcano.sh/hypercluster' names no HyperNode tier" in condition["message"]
-    )
-    assert "volcano.sh/task-spec" in condition["message"]
+    with structlog.testing.capture_logs() as logs:
+        run = simulate(_objects(case), conf=CONF, max_cycles=1)
+    assert run.pod("p3", "c1")["spec"].get("nodeName")
+    (warned,) = [entry for entry in logs
+                 if entry["event"] == "network topology constraint dropped, as in Volcano"]
+    assert "highestTierName 'volcano.sh/hypercluster' names no HyperNode tier" in warned[
+        "problem"]
