@@ -142,7 +142,9 @@ def test_pods_on_the_node_come_from_a_watch_and_the_agents_own_patches_at_once()
 
         assert names() == ["a"]
         double.create("v1/pods", _bound("b", "n1"))
-        assert _wait(lambda: names() == ["a", "b"])  # the watch brought it
+        mirror = access._node_pods["n1"]
+        # The watch brought it (not the list names() falls back on while the mirror syncs).
+        assert _wait(lambda: mirror.pods() is not None and names() == ["a", "b"])
         lists = len([r for r in double.requests_to("GET", r"/api/v1/pods$")
                      if "watch" not in r.query])
         access.patch_pod_annotations("default", "b", {"phase": "x"})
