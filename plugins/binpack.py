@@ -20,11 +20,10 @@ from scheduler.api.task import TaskInfo
 from scheduler.framework.arguments import (
     arg,
     extra_args,
-    is_go_int,
+    listed_weights,
     negative_weights,
     note,
     notes_field,
-    wrong_type,
 )
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.nodetable import NodeTable
@@ -47,19 +46,9 @@ class BinpackArgs:
 
     def __post_init__(self) -> None:
         negative_weights(self, "weight")
-        listed = [n for n in (n.strip() for n in self.resources.split(",")) if n]
-        weights: dict[str, int] = {}
-        for name in listed:
-            value = self.resource_weights.get(_PREFIX + name, 1)
-            if not is_go_int(value):
-                # GetInt keeps the resource's 1 for a value that is not a Go int
-                note(self, wrong_type(_PREFIX + name, value, "an integer", 1))
-                value = 1
-            weights[name] = self._non_negative(_PREFIX + name, value)
-        for key in self.resource_weights:
-            if key[len(_PREFIX):] not in listed:
-                note(self, f"argument {key!r} is ignored: {key[len(_PREFIX):]} is not listed in "
-                           f"binpack.resources (Volcano reads only the weights of those)")
+        weights = listed_weights(self, prefix=_PREFIX, list_key="binpack.resources",
+                                 resources=self.resources, weights=self.resource_weights,
+                                 negative=self._non_negative)
         # binpack.cpu / binpack.memory win over the same names listed in binpack.resources.
         weights[CPU] = self._non_negative("binpack.cpu", self.cpu)
         weights[MEMORY] = self._non_negative("binpack.memory", self.memory)

@@ -40,7 +40,7 @@ from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, Resource
 from scheduler.api.subjob import SubJob
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID
-from scheduler.framework.arguments import arg, extra_args, is_go_int, note, notes_field, wrong_type
+from scheduler.framework.arguments import arg, extra_args, listed_weights, note, notes_field
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.hypernodes import CLUSTER_TOP
 from scheduler.framework.nodetable import NodeTable
@@ -92,27 +92,16 @@ class NetworkTopologyAwareArgs:
                 "is used, as in Volcano",
             )
             object.__setattr__(self, "evict_max_hypernodes", 8)
-        listed = [n for n in (n.strip() for n in self.resources.split(",")) if n]
-        weights: dict[str, int] = {}
-        for name in listed:
-            value = self.resource_weights.get(_PREFIX + name, 1)
-            if not is_go_int(value):
-                note(self, wrong_type(_PREFIX + name, value, "an integer", 1))
-                value = 1
-            if value < 0:
-                note(self, f"argument {_PREFIX + name!r} is negative: 1 is used, as in Volcano")
-                value = 1
-            weights[name] = value
-        for key in self.resource_weights:
-            if key[len(_PREFIX) :] not in listed:
-                note(
-                    self,
-                    f"argument {key!r} is ignored: {key[len(_PREFIX) :]} is not listed in "
-                    "hypernode.binpack.resources (Volcano reads only the weights of those)",
-                )
+        weights = listed_weights(self, prefix=_PREFIX, list_key="hypernode.binpack.resources",
+                                 resources=self.resources, weights=self.resource_weights,
+                                 negative=self._negative_weight)
         weights[CPU] = self.cpu
         weights[MEMORY] = self.memory
         object.__setattr__(self, "weights", weights)
+
+    def _negative_weight(self, key: str, value: int) -> int:
+        note(self, f"argument {key!r} is negative: 1 is used, as in Volcano")
+        return 1
 
 
 class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 __all__ = [
@@ -116,6 +116,30 @@ def negative_weights(args: Any, *names: str) -> None:
         if value < 0:
             note(args, f"argument {keys[name]!r} is {value}: a negative weight turns that score "
                        f"around (the nodes it prefers come last); used as given, as in Volcano")
+
+
+def listed_weights(args: Any, *, prefix: str, list_key: str, resources: str,
+                   weights: Mapping[str, Any], negative: Callable[[str, int], int]
+                   ) -> dict[str, int]:
+    """Volcano's weights of listed resources (binpack's ``binpack.resources`` and the HyperNode
+    binpack's): each name of the comma-separated ``resources`` weighs ``weights[prefix + name]``,
+    1 when absent or not a Go int, ``negative(key, value)`` when below 0; a weight for a name
+    not listed is noted and ignored."""
+    listed = [n for n in (n.strip() for n in resources.split(",")) if n]
+    out: dict[str, int] = {}
+    for name in listed:
+        key = prefix + name
+        value = weights.get(key, 1)
+        if not is_go_int(value):
+            # GetInt keeps the resource's 1 for a value that is not a Go int
+            note(args, wrong_type(key, value, "an integer", 1))
+            value = 1
+        out[name] = negative(key, value) if value < 0 else value
+    for key in weights:
+        if key[len(prefix):] not in listed:
+            note(args, f"argument {key!r} is ignored: {key[len(prefix):]} is not listed in "
+                       f"{list_key} (Volcano reads only the weights of those)")
+    return out
 
 
 def _read(annotation: Any, value: Any) -> tuple[bool, Any, str]:
