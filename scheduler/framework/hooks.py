@@ -7,6 +7,7 @@ with ``isinstance`` checks and keeps per-tier lists. The combination rule of eac
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -275,3 +276,19 @@ HOOK_FLAGS: dict[type, str | None] = {
     HyperNodeScorer: "enabledHyperNodeOrder",
 }
 """Each extension point and the PluginOption flag that switches it (None: always on)."""
+
+
+def tier_vote(tiers: Iterable[Iterable[Callable[[], Vote]]]) -> bool:
+    """Volcano's vote over tiers (``JobPipelined``, ``JobEnqueueable``, ``SubJobPipelined``):
+    any reject ends it false, a tier with a permit ends it true, abstentions pass to the next
+    tier, and a vote nobody cast is true. Each voter is asked lazily, in order."""
+    for tier in tiers:
+        permitted = False
+        for ask in tier:
+            vote = ask()
+            if vote == Vote.REJECT:
+                return False
+            permitted = permitted or vote == Vote.PERMIT
+        if permitted:
+            return True
+    return True

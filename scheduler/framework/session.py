@@ -8,6 +8,7 @@ overuse, sums for scores, and tier-scoped votes for pipelining and enqueueing.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 import uuid
@@ -25,7 +26,7 @@ from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import ALLOCATED_STATUS, JobID, QueueID, TaskStatus, Vote
+from scheduler.api.types import ALLOCATED_STATUS, JobID, QueueID, TaskStatus
 from scheduler.framework import hooks as h
 from scheduler.framework.hypernodes import HyperNodeView
 from scheduler.framework.interface import SessionSink
@@ -312,16 +313,8 @@ class Session:
         return all(p.job_ready(job) for tier in self.hooks(h.JobReady) for p in tier)
 
     def _vote(self, protocol: Any, method: str, job: JobInfo) -> bool:
-        for tier in self.hooks(protocol):
-            permitted = False
-            for plugin in tier:
-                vote = getattr(plugin, method)(job)
-                if vote == Vote.REJECT:
-                    return False
-                permitted = permitted or vote == Vote.PERMIT
-            if permitted:
-                return True
-        return True
+        return h.tier_vote([functools.partial(getattr(plugin, method), job) for plugin in tier]
+                           for tier in self.hooks(protocol))
 
     def job_pipelined(self, job: JobInfo) -> bool:
         return self._vote(h.JobPipelined, "job_pipelined", job)

@@ -21,6 +21,7 @@ placed); without a plugin answering, any placement makes it ready, as in Volcano
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -79,18 +80,9 @@ def sub_job_ready(session: Session, sub: SubJob) -> bool:
 
 def sub_job_pipelined(session: Session, sub: SubJob) -> bool:
     """Volcano's ``SubJobPipelined``: votes by tier, a reject ends it, a permit settles it."""
-    for tier in session.hooks(h.JobPipelined):
-        permitted = False
-        for plugin in tier:
-            if not isinstance(plugin, SubJobReady):
-                continue
-            vote = plugin.sub_job_pipelined(sub)
-            if vote == Vote.REJECT:
-                return False
-            permitted = permitted or vote == Vote.PERMIT
-        if permitted:
-            return True
-    return True
+    return h.tier_vote([functools.partial(p.sub_job_pipelined, sub)
+                        for p in tier if isinstance(p, SubJobReady)]
+                       for tier in session.hooks(h.JobPipelined))
 
 
 def _order(session: Session) -> Callable[[SubJob], tuple[int, ...]]:
