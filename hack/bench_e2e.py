@@ -202,6 +202,21 @@ class Cluster:
         ignore_missing(self.core.replace_namespace_finalize, namespace, body)
 
 
+def plain_burst(cluster: Cluster, *, prefix: str, run_id: str, nodes: int, pods: int,
+                scheduler: str) -> tuple[str, list[str], list[str]]:
+    """A namespace ``prefix-run_id``, ``nodes`` fake Nodes labelled for the run and ``pods``
+    plain pods (no PodGroup) for ``scheduler``: the namespace, node names and pod names."""
+    namespace = f"{prefix}-{run_id}"
+    node_names = [f"{prefix}-{run_id}-{i:05d}" for i in range(nodes)]
+    undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": namespace}})
+    in_parallel(8, [lambda n=n: cluster.create_node(n, run_id) for n in node_names])
+    pod_names = [f"p-{i:06d}" for i in range(pods)]
+    in_parallel(8, [lambda p=p: cluster.create_pod(namespace, p, scheduler=scheduler, group="",
+                                                   run_id=run_id) for p in pod_names])
+    return namespace, node_names, pod_names
+
+
 def in_parallel(threads: int, calls: list[Callable[[], None]]) -> float:
     """Run ``calls`` on ``threads`` workers; the wall time it took."""
     start = time.perf_counter()

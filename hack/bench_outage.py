@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_e2e import ROOT, RUN_LABEL, Cluster, bound_at, in_parallel, undecoded  # noqa: E402
+from bench_e2e import ROOT, RUN_LABEL, Cluster, bound_at, plain_burst  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,16 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     run_id = uuid.uuid4().hex[:6]
-    namespace, scheduler = f"lahar-outage-{run_id}", f"lahar-outage-{run_id}"
+    scheduler = f"lahar-outage-{run_id}"
     cluster = Cluster(args.kubeconfig)
     cluster.ensure_crds()
-    nodes = [f"lahar-outage-{run_id}-{i:05d}" for i in range(args.nodes)]
-    undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
-                                              "metadata": {"name": namespace}})
-    in_parallel(8, [lambda n=n: cluster.create_node(n, run_id) for n in nodes])
-    pods = [f"p-{i:06d}" for i in range(args.pods)]
-    in_parallel(8, [lambda p=p: cluster.create_pod(namespace, p, scheduler=scheduler, group="",
-                                                   run_id=run_id) for p in pods])
+    namespace, nodes, pods = plain_burst(cluster, prefix="lahar-outage", run_id=run_id,
+                                         nodes=args.nodes, pods=args.pods, scheduler=scheduler)
     seen: dict[str, float] = {}
     started = time.perf_counter()
     watcher = threading.Thread(target=lambda: seen.update(bound_at(
