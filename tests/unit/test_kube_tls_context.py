@@ -1,4 +1,4 @@
-"""One TLS context for the whole connection pool of a :class:`KubeClient`."""
+"""One TLS context for every connection of a :class:`KubeClient`, from its configuration."""
 
 from __future__ import annotations
 
@@ -19,30 +19,44 @@ def _client(**settings: object) -> KubeClient:
     return KubeClient(ApiClient(configuration))
 
 
-def test_every_pool_connection_uses_one_context_with_the_configured_trust() -> None:
+def _context(client: KubeClient) -> ssl.SSLContext:
+    context = client.transport.endpoint.tls
+    assert context is not None
+    return context
+
+
+def test_every_connection_uses_one_context_with_the_configured_trust() -> None:
     client = _client(ssl_ca_cert=certifi.where())
-    manager = client.api_client.rest_client.pool_manager
-    context = manager.connection_pool_kw["ssl_context"]
-    assert isinstance(context, ssl.SSLContext)
+    context = _context(client)
     assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.check_hostname
     assert context.cert_store_stats()["x509_ca"] > 0  # the CA file, loaded once here
-    assert manager.connection_pool_kw["ca_certs"] is None  # not again per connection
-    pool = manager.connection_from_host(HOST, 6443, "https")
-    assert pool.conn_kw["ssl_context"] is context  # handed to each new connection
-    assert manager.connection_from_host(HOST, 6443, "https") is pool
+    assert client.transport.endpoint.server_hostname == HOST
 
 
 def test_skipping_verification_loads_no_trust_store() -> None:
-    context = _client(verify_ssl=False).api_client.rest_client.pool_manager \
-        .connection_pool_kw["ssl_context"]
+    context = _context(_client(verify_ssl=False))
     assert context.verify_mode == ssl.CERT_NONE
+    assert not context.check_hostname
     assert context.cert_store_stats()["x509_ca"] == 0
 
 
 def test_without_a_ca_file_the_system_trust_store_is_loaded_once() -> None:
-    context = _client().api_client.rest_client.pool_manager.connection_pool_kw["ssl_context"]
+    context = _context(_client())
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.cert_store_stats()["x509_ca"] > 0 or not ssl.get_default_verify_paths().cafile
+
+
+def test_tls_server_name_and_assert_hostname_are_honoured() -> None:
+    client = _client(tls_server_name="kubernetes.default", assert_hostname=False)
+    assert client.transport.endpoint.server_hostname == "kubernetes.default"
+    assert not _context(client).check_hostname
+
+
+def test_a_plain_http_server_gets_no_tls() -> None:
+    client = KubeClient(ApiClient(Configuration(host="http://127.0.0.1:8080")))
+    assert client.transport.endpoint.tls is None
+    assert client.transport.endpoint.authority == "127.0.0.1:8080"
 
 
 def test_the_credential_refresh_runs_at_most_once_a_second_even_as_it_reinstalls_itself() -> None:

@@ -1,20 +1,19 @@
 """The one HTTP seam between Lahar and the Kubernetes API server.
 
-:class:`KubeClient` wraps the official client's ``ApiClient`` (its kubeconfig / in-cluster
-loading, TLS, token refresh and urllib3 connection pool) but talks raw JSON in both directions:
+:class:`KubeClient` takes the official client's ``Configuration`` (its kubeconfig / in-cluster
+loading, TLS settings and token refresh) and sends its requests through this project's
+:mod:`~scheduler.cluster.kube.transport`, talking raw JSON in both directions:
 
 * Responses are never deserialized into the generated models. Those are ~10x slower than
-  ``json.loads`` and silently drop fields newer than the client, so every call returns the undecoded
-  urllib3 response (what the generated methods return with ``_preload_content=False``).
+  ``json.loads`` and silently drop fields newer than the client, so every call returns the
+  undecoded response for the caller to read or stream.
 * Request bodies are plain dicts. The generated methods validate dict bodies through the pydantic
   models, rejecting or dropping unknown fields, which would corrupt a read-modify-write of a Node.
+* The official client's own transport (urllib3 under ``ApiClient.call_api``) costs 1.3–1.8 ms of
+  CPU a request, several times the transport's, and binds come by the thousand.
 
 All requests pass one client-side token bucket (``--kube-api-qps`` / ``--kube-api-burst``), so
 binds, status writes and watches share the same budget, as in client-go.
-
-Every HTTPS connection of the pool shares one ``SSLContext`` built from the configuration: left
-to itself urllib3 builds a fresh context per connection and loads the system's CA bundle into it
-(about 50 ms of CPU each), which the first burst of binds from 32 workers paid 32 times over.
 """
 
 from __future__ import annotations
@@ -22,19 +21,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import ssl
 import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import urllib3
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
-from urllib3.util.ssl_ import create_urllib3_context, resolve_cert_reqs
+
+from scheduler.cluster.kube.transport import Endpoint, Response, Transport, tls_context
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -127,9 +124,7 @@ def build_configuration(*, kubeconfig: str | None = None, master: str | None = N
     if master:
         configuration.host = master if "://" in master else f"https://{master}"
     if not configuration.verify_ssl and configuration.host.startswith("https:"):
-        # urllib3 repeats its warning on every request (thousands a second while binding);
-        # say it once, naming the server.
-        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        # Said once, naming the server (urllib3 would say it on every request).
         _log.warning("TLS certificate of %s is not verified (insecure-skip-tls-verify)",
                      configuration.host)
     # Watches hold one connection each for minutes; binds run from a worker pool.
@@ -158,8 +153,9 @@ class KubeClient:
     def __init__(self, api_client: ApiClient, *, qps: float = 2000.0, burst: int = 2000) -> None:
         self.api_client = api_client
         self.bucket = TokenBucket(qps=qps, burst=burst)
-        share_tls_context(api_client)
         configuration = api_client.configuration
+        self.transport = Transport(endpoint_of(configuration),
+                                   max_idle=int(configuration.connection_pool_maxsize or 64))
         if configuration.refresh_api_key_hook is not None:
             configuration.refresh_api_key_hook = _AtMostEvery(
                 REFRESH_INTERVAL, configuration.refresh_api_key_hook)
@@ -186,33 +182,37 @@ class KubeClient:
     def request(self, method: str, path: str, *,
                 query: Mapping[str, QueryValue] | None = None, body: Any = None,
                 content_type: str | None = None,
-                timeout: Timeout = DEFAULT_TIMEOUT) -> urllib3.BaseHTTPResponse:
-        """Send one request; return the undecoded response (stream it or ``read`` it).
+                timeout: Timeout = DEFAULT_TIMEOUT) -> Response:
+        """Send one request; return the response with its body unread (stream it or ``read``
+        it, then ``release_conn``).
 
         Raises ``ApiException`` (typed subclasses for 404/409/5xx …) on a non-2xx answer and
-        urllib3/``OSError`` exceptions when the server cannot be reached.
+        ``OSError`` subclasses when the server cannot be reached or answers garbage.
         """
         self.bucket.acquire()
         api = self.api_client
         headers = {**api.default_headers, "Accept": "application/json"}
+        payload: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
+            payload = (body if isinstance(body, bytes)
+                       else body.encode() if isinstance(body, str)
+                       else json.dumps(body, separators=(",", ":")).encode())
         params = [(key, _query_text(value)) for key, value in (query or {}).items()
                   if value is not None]
-        # The client's own param_serialize deep-copies the body to sanitise model objects;
-        # ours are plain JSON already, so only the auth header and the URL are built here.
         api.update_params_for_auth(headers, params, ["BearerToken"], path, method, body)
-        url = api.configuration.host + path
+        target = path
         if params:
-            url += "?" + urlencode(params, quote_via=quote)
-        response = api.call_api(method, url, header_params=headers, body=body,
-                                _request_timeout=timeout)
+            target += "?" + urlencode(params, quote_via=quote)
+        response = self.transport.request(method, target, headers=headers, body=payload,
+                                          timeout=timeout)
         if not 200 <= response.status <= 299:
-            response.read()
-            text = (response.data or b"").decode("utf-8", errors="replace")
+            try:
+                text = response.data.decode("utf-8", errors="replace")
+            finally:
+                response.release_conn()
             raise ApiException.from_response(http_resp=response, body=text, data=None)
-        raw: urllib3.BaseHTTPResponse = response.response
-        return raw
+        return response
 
     def request_json(self, method: str, path: str, *,
                      query: Mapping[str, QueryValue] | None = None, body: Any = None,
@@ -231,6 +231,7 @@ class KubeClient:
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     def close(self) -> None:
+        self.transport.close()
         self.api_client.close()
 
 
@@ -264,30 +265,22 @@ class _AtMostEvery:
             configuration.refresh_api_key_hook = self  # type: ignore[assignment]  # typed None upstream
 
 
-def share_tls_context(api_client: ApiClient) -> ssl.SSLContext | None:
-    """Give every connection of ``api_client``'s pool one ``SSLContext`` holding the trust
-    anchors and client certificate of its configuration (what urllib3 would otherwise build
-    and load per connection); returns it, or None for a proxy pool left as the client made it.
-    """
-    pool = api_client.rest_client.pool_manager
-    if getattr(pool, "proxy", None) is not None:
-        return None
-    options = pool.connection_pool_kw
-    if options.get("ssl_context") is not None:
-        return options["ssl_context"]
-    cert_reqs = resolve_cert_reqs(options.get("cert_reqs"))
-    context = create_urllib3_context(cert_reqs=cert_reqs)
-    ca_file, ca_data = options.get("ca_certs"), options.get("ca_cert_data")
-    if ca_file or ca_data:
-        context.load_verify_locations(cafile=ca_file or None, cadata=ca_data or None)
-    elif cert_reqs != ssl.CERT_NONE:
-        context.load_default_certs()
-    if options.get("cert_file"):
-        context.load_cert_chain(options["cert_file"], options.get("key_file") or None)
-    # Loaded once above; urllib3 would load each again for every new connection.
-    options.update(ssl_context=context, ca_certs=None, ca_cert_data=None, cert_file=None,
-                   key_file=None)
-    return context
+def endpoint_of(configuration: Configuration) -> Endpoint:
+    """The server, TLS and proxy of a client configuration, as the official client reads them:
+    the CA file, client certificate and ``verify_ssl`` from the kubeconfig (a TLS context is
+    built only for an ``https`` server, so a plain-HTTP endpoint loads no trust store)."""
+    host = str(configuration.host)
+    tls = None
+    if host.startswith("https:") or "://" not in host:
+        tls = tls_context(verify=bool(configuration.verify_ssl),
+                          ca_file=configuration.ssl_ca_cert or None,
+                          cert_file=configuration.cert_file or None,
+                          key_file=configuration.key_file or None,
+                          check_hostname=configuration.assert_hostname is not False)
+    return Endpoint.from_url(host, tls=tls,
+                             server_hostname=getattr(configuration, "tls_server_name", None) or "",
+                             proxy=configuration.proxy or "",
+                             proxy_headers=configuration.proxy_headers or None)
 
 
 def _query_text(value: str | int | bool) -> str:

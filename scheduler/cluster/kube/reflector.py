@@ -28,10 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import urllib3
-
 from scheduler.cluster.kube.client import KubeClient, QueryValue, object_path
 from scheduler.cluster.kube.retry import status_of
+from scheduler.cluster.kube.transport import Response
 
 __all__ = [
     "DEVICES",
@@ -103,7 +102,7 @@ class _Gone(Exception):
     """The resourceVersion we watch from is no longer available (410)."""
 
 
-def iter_lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+def iter_lines(response: Response) -> Iterator[bytes]:
     """Non-empty newline-delimited lines of a chunked streaming response, as they arrive."""
     buffer = b""
     for chunk in response.stream(None, decode_content=True):
@@ -153,7 +152,7 @@ class Reflector:
         self._store: dict[str, dict[str, Any]] = {}
         self._resource_version = ""
         self._synced = threading.Event()
-        self._response: urllib3.BaseHTTPResponse | None = None
+        self._response: Response | None = None
         self._response_lock = threading.Lock()
         self.lists = 0
         """How many complete LISTs were done (re-lists included)."""
