@@ -16,6 +16,8 @@ server, not its client's rate limit, is the bound. With ``--arrival-rate``, a se
 scheduler: pods created at that steady rate for ``--arrival-seconds`` while it runs, and the
 p50/p99 of create → bound (``*_arrival_p50_s``, ``*_arrival_p99_s``).
 
+The project is byte-compiled before the first start, as an installed wheel is.
+
 Prints one JSON object with those keys, ``all_bound_ratio`` and ``pods_per_second_ratio``
 (lahar / kube-scheduler), Lahar's peak RSS, the CPU model and the order of the run.
 """
@@ -26,6 +28,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -73,6 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-binds", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("extra", nargs="*", help="more `lahar run` flags (after --)")
+    parser.add_argument("--lahar-wrap", default="",
+                        help="a command to run `lahar run` under, e.g. "
+                             "'py-spy record --format raw -o lahar.txt --'")
     parser.add_argument("--logs", default="",
                         help="keep each scheduler's log in this folder (default: discarded)")
     args = parser.parse_args(argv)
@@ -109,10 +115,17 @@ def plain_pod(cluster: Cluster, namespace: str, name: str, scheduler: str, run_i
     cluster.create_pod(namespace, name, scheduler=scheduler, group="", run_id=run_id)
 
 
+def precompile() -> None:
+    """Byte-compile the project first, as installing its wheel does: a process started with
+    ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module at each start."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "scheduler", "plugins", "actions"],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
 def start_lahar(kubeconfig: str, scheduler: str, run_id: str, period: str,
-                log: int, extra: list[str]) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "scheduler", "run", "--kubeconfig", kubeconfig,
-            "--scheduler-name", scheduler, "--schedule-period", period,
+                log: int, extra: list[str], wrap: str = "") -> subprocess.Popen[bytes]:
+    argv = [*shlex.split(wrap), sys.executable, "-m", "scheduler", "run",
+            "--kubeconfig", kubeconfig, "--scheduler-name", scheduler, "--schedule-period", period,
             "--leader-elect=false", "--node-selector", f"{RUN_LABEL}:{run_id}",
             "--listen-address=127.0.0.1:0", "--healthz-address=127.0.0.1:0", "--log-format=json",
             *extra]
@@ -202,7 +215,7 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
     started = time.perf_counter()
     if name == "lahar":
         process = start_lahar(kubeconfig, scheduler, run_id, args.schedule_period, log,
-                              args.extra)
+                              args.extra, args.lahar_wrap)
     else:
         process = start_kube_scheduler(args.peer[1], kubeconfig, scheduler, workdir, log)
     os.close(log)
@@ -245,6 +258,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods, "order": args.order,
                               "cpu": cpu_model(), "schedule_period": args.schedule_period,
                               "lahar_run_flags": args.extra}
+    precompile()
     with api_server(args.kubeconfig) as kubeconfig, \
             tempfile.TemporaryDirectory(prefix="lahar-peer-") as work:
         cluster = Cluster(kubeconfig)
