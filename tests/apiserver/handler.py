@@ -111,6 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
         double = self.double
         selector = Selector.from_query(query)
         limit = int(query.get("limit") or 0)
+        if query.get("resourceVersion") == "0" and not query.get("continue"):
+            limit = 0  # served from the watch cache: a kube-apiserver ignores the limit
         offset = 0
         with double.cond:
             version = double.resource_version

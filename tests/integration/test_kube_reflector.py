@@ -129,11 +129,24 @@ def test_list_is_paged_and_namespaced_objects_keyed_by_namespace(
     recorder = Recorder()
     reflector = start(client, stop, recorder, spec=PODS, page_size=2)
     assert len(recorder.wait_for(5)) == 5
-    lists = [r.query for r in apiserver.requests_to("GET", r"/api/v1/pods$")
-             if not r.query.get("watch")]
-    assert [q.get("limit") for q in lists] == ["2", "2", "2"]
-    assert "continue" not in lists[0] and lists[1]["continue"]
     assert reflector.keys() == ["ns0/p0", "ns0/p2", "ns0/p4", "ns1/p1", "ns1/p3"]
+
+    def lists() -> list[dict[str, str]]:
+        return [r.query for r in apiserver.requests_to("GET", r"/api/v1/pods$")
+                if not r.query.get("watch")]
+
+    # The first LIST is client-go's: resourceVersion=0, answered whole from the watch cache.
+    assert [(q.get("resourceVersion"), q.get("limit")) for q in lists()] == [("0", "2")]
+    with apiserver.watches_held():
+        apiserver.create("v1/pods", make_pod("p5", namespace="ns1"))
+        apiserver.compact(as_event=True)
+    wait_until(lambda: reflector.lists == 2, message="re-list after 410")
+    # After 410 Gone: a consistent read (no resourceVersion), in pages.
+    relist = lists()[1:]
+    assert [q.get("limit") for q in relist] == ["2", "2", "2"]
+    assert reflector.keys()[-1] == "ns1/p5"
+    assert all("resourceVersion" not in q for q in relist)
+    assert "continue" not in relist[0] and relist[1]["continue"]
 
 
 def test_server_errors_back_off_and_retry_until_synced(

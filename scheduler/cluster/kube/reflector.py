@@ -2,7 +2,10 @@
 
 A :class:`Reflector` keeps one collection (nodes, pods, …) in step with the API server:
 
-1. LIST in pages; the answer's ``resourceVersion`` is the point the watch starts from. Against
+1. LIST; the answer's ``resourceVersion`` is the point the watch starts from. The first LIST asks
+   for ``resourceVersion=0``, as client-go's reflectors do: the API server answers it from its
+   watch cache, in one piece, without a read of etcd (the watch then catches up from the version
+   the answer carries). A LIST after 410 Gone reads etcd, in pages of ``page_size``. Against
    what it delivered before, a re-list emits DELETED for objects that vanished (or were replaced
    under the same name by a new UID), ADDED for new ones and MODIFIED for the rest.
 2. WATCH from that version with bookmarks on and a server-side timeout, advancing the version on
@@ -190,10 +193,11 @@ class Reflector:
         failures = 0
         gone_in_a_row = 0
         need_list = True
+        consistent = False
         while not stop.is_set():
             try:
                 if need_list:
-                    if not self._list():
+                    if not self._list(consistent=consistent):
                         stop.wait(self.missing_recheck)
                         continue
                     need_list = False
@@ -202,7 +206,7 @@ class Reflector:
             except _Gone:
                 _log.info("%s: resourceVersion %s expired, re-listing",
                           self.resource.plural, self._resource_version)
-                need_list = True
+                need_list = consistent = True
                 gone_in_a_row += 1
                 if gone_in_a_row > 1:  # the fresh list was already too old: do not spin
                     stop.wait(self._backoff(gone_in_a_row - 1))
@@ -210,7 +214,7 @@ class Reflector:
                 if stop.is_set():
                     break
                 if status_of(error) == 410 and not need_list:
-                    need_list = True
+                    need_list = consistent = True
                     continue
                 failures += 1
                 delay = self._backoff(failures)
@@ -222,14 +226,17 @@ class Reflector:
         ceiling = min(self.backoff_max, self.backoff_initial * 2 ** min(failures - 1, 30))
         return self._rng.uniform(0, ceiling)
 
-    def _list(self) -> bool:
-        """Full paged LIST; False when an optional collection does not exist."""
+    def _list(self, *, consistent: bool = False) -> bool:
+        """Full LIST; False when an optional collection does not exist. ``consistent`` reads
+        etcd (after 410 Gone); otherwise the first page may come from the watch cache."""
         items: dict[str, dict[str, Any]] = {}
         token: str | None = None
         version = ""
         while True:
             query: dict[str, QueryValue] = {
                 "limit": self.page_size, "continue": token,
+                # A continued page may not name a version; the first may take the cache's.
+                "resourceVersion": None if consistent or token is not None else "0",
                 "labelSelector": self.resource.label_selector,
                 "fieldSelector": self.resource.field_selector}
             try:
