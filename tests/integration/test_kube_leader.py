@@ -39,7 +39,7 @@ def candidates(apiserver: ApiServerDouble) -> Iterator[list[Candidate]]:
     made: list[Candidate] = []
     for name in ("a", "b"):
         client = KubeClient.for_host(apiserver.url)
-        client.api_client.user_agent = f"elector-{name}"
+        client.user_agent = f"elector-{name}"
         made.append(Candidate(LeaderElector(client, CONFIG, identity=f"host-{name}_{name}")))
     yield made
     for candidate in made:

@@ -94,7 +94,6 @@ def test_transport_errors_are_retried_and_reported_as_status_zero() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     client = KubeClient.for_host(f"http://127.0.0.1:{port}")
-    client.api_client.configuration.retries = 0
     calls: list[float] = []
     policy = RetryPolicy(attempts=3, initial_wait=0.001, max_wait=0.01, sleep=calls.append)
     writer = KubeClusterWriter(client, retry=policy)

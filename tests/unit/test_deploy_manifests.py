@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from scheduler.api.podgroup import PodGroup, podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.cache.interface import ObjectRef
+from scheduler.cluster.kube.client import ApiError
 from scheduler.cluster.kube.flags import normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
 from scheduler.cluster.kube.podgroups import PodGroupController
@@ -483,7 +483,7 @@ class _RecordingClient:
             self.calls.append((method, path, dict(options.get("query") or {})))
             if method == "GET":
                 if path not in self.objects:
-                    raise ApiException(status=404, reason="Not Found")
+                    raise ApiError(404, "Not Found")
                 return copy.deepcopy(self.objects[path])
             if method == "POST":
                 self.objects[f"{path}/{body['metadata']['name']}"] = copy.deepcopy(body)

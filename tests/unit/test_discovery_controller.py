@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.discovery import LABEL_SOURCE, SOURCE_LABEL
+from scheduler.cluster.kube.client import ApiError
 from scheduler.cluster.kube.discovery import DiscoveryController
 from scheduler.cluster.kube.flags import normalize
 from scheduler.cluster.kube.retry import RetryPolicy
@@ -50,14 +50,14 @@ class _Server:
         if method == "POST":
             name = body["metadata"]["name"]
             if name in self.objects:
-                raise ApiException(status=409, reason="AlreadyExists")
+                raise ApiError(409, "AlreadyExists")
             body["metadata"]["resourceVersion"] = str(self.version)
             self.objects[name] = body
             return copy.deepcopy(body)
         name = path.rsplit("/", 1)[1]
         if method == "DELETE":
             if self.objects.pop(name, None) is None:
-                raise ApiException(status=404, reason="NotFound")
+                raise ApiError(404, "NotFound")
             return {}
         assert method == "PUT"
         body["metadata"]["resourceVersion"] = str(self.version)

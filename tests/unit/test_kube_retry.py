@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
+from scheduler.cluster.kube.client import ApiError
 from scheduler.cluster.kube.retry import RetryPolicy
 
 
@@ -44,8 +44,8 @@ def test_transient_failures_are_retried_with_one_sleep_between_attempts(failures
 
 def test_the_attempts_are_counted_from_the_bare_first_one() -> None:
     sleeps: list[float] = []
-    fn = Flaky(*[ApiException(status=503)] * 5)
-    with pytest.raises(ApiException) as caught:
+    fn = Flaky(*[ApiError(503)] * 5)
+    with pytest.raises(ApiError) as caught:
         policy(sleeps, attempts=3).call(fn, "done")
     assert caught.value.status == 503
     assert (fn.calls, len(sleeps)) == (3, 2)
@@ -53,8 +53,8 @@ def test_the_attempts_are_counted_from_the_bare_first_one() -> None:
 
 def test_an_answer_is_not_retried_and_one_attempt_means_one() -> None:
     sleeps: list[float] = []
-    conflict = Flaky(ApiException(status=409))
-    with pytest.raises(ApiException):
+    conflict = Flaky(ApiError(409))
+    with pytest.raises(ApiError):
         policy(sleeps).call(conflict, "done")
     transient = Flaky(ConnectionResetError("reset"))
     with pytest.raises(ConnectionResetError):

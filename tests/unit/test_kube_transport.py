@@ -10,10 +10,9 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.kube.client import KubeClient
+from scheduler.cluster.kube.client import ApiError, KubeClient
+from scheduler.cluster.kube.kubeconfig import ClientConfig
 from scheduler.cluster.kube.retry import retry_after_seconds, status_of
 from scheduler.cluster.kube.transport import Endpoint, ProtocolFault, Transport
 
@@ -246,8 +245,8 @@ def test_client_errors_carry_status_body_and_retry_after(serve_with) -> None:
     server = serve_with(lambda conn, _: conn.sendall(answer(
         b'{"kind":"Status","message":"slow down"}', status="429 Too Many Requests",
         extra="Retry-After: 2\r\n")) or True)
-    client = KubeClient(ApiClient(Configuration(host=f"http://127.0.0.1:{server.port}")), qps=0)
-    with pytest.raises(ApiException) as caught:
+    client = KubeClient(ClientConfig(host=f"http://127.0.0.1:{server.port}"), qps=0)
+    with pytest.raises(ApiError) as caught:
         client.request_json("PATCH", "/api/v1/nodes/n1", body={"metadata": {}},
                             content_type="application/merge-patch+json")
     assert caught.value.status == 429
@@ -257,6 +256,6 @@ def test_client_errors_carry_status_body_and_retry_after(serve_with) -> None:
     assert b"Content-Type: application/merge-patch+json\r\n" in request
     assert request.endswith(b'{"metadata":{}}')
     # the error's connection was read to its end and serves the next request
-    with pytest.raises(ApiException):
+    with pytest.raises(ApiError):
         client.request_json("GET", "/api/v1/nodes/n1")
     assert server.connections == 1

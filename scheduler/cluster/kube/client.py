@@ -1,47 +1,46 @@
 """The one HTTP seam between Lahar and the Kubernetes API server.
 
-:class:`KubeClient` takes the official client's ``Configuration`` (its kubeconfig / in-cluster
-loading, TLS settings and token refresh) and sends its requests through this project's
-:mod:`~scheduler.cluster.kube.transport`, talking raw JSON in both directions:
+:class:`KubeClient` sends requests to the server a :class:`~.kubeconfig.ClientConfig` names,
+through this project's :mod:`~scheduler.cluster.kube.transport`, and talks raw JSON both ways:
 
-* Responses are never deserialized into the generated models. Those are ~10x slower than
+* Responses are never deserialized into generated models. Those are ~10x slower than
   ``json.loads`` and silently drop fields newer than the client, so every call returns the
   undecoded response for the caller to read or stream.
-* Request bodies are plain dicts. The generated methods validate dict bodies through the pydantic
-  models, rejecting or dropping unknown fields, which would corrupt a read-modify-write of a Node.
-* The official client's own transport (urllib3 under ``ApiClient.call_api``) costs 1.3–1.8 ms of
-  CPU a request, several times the transport's, and binds come by the thousand.
+* Request bodies are plain dicts, sent as they are: the official client validates dict bodies
+  through its models, rejecting or dropping unknown fields, which would corrupt a
+  read-modify-write of a Node.
+* The official client's transport (urllib3 under ``ApiClient.call_api``) costs 1.3–1.8 ms of
+  CPU a request, several times this one's, and binds come by the thousand.
 
-All requests pass one client-side token bucket (``--kube-api-qps`` / ``--kube-api-burst``), so
-binds, status writes and watches share the same budget, as in client-go.
+A non-2xx answer raises :class:`ApiError` with the status, the reason and the server's
+``Status`` message. All requests pass one client-side token bucket (``--kube-api-qps`` /
+``--kube-api-burst``), so binds, status writes and watches share the same budget, as in
+client-go.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from kubernetes import config as kube_config
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.client.exceptions import ApiException
-
-from scheduler.cluster.kube.transport import Endpoint, Response, Transport, tls_context
+from scheduler.cluster.kube.kubeconfig import ClientConfig, load_client_config
+from scheduler.cluster.kube.transport import Endpoint, Headers, Response, Transport, tls_context
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "JSON_PATCH",
     "MERGE_PATCH",
     "STRATEGIC_MERGE_PATCH",
+    "USER_AGENT",
+    "ApiError",
     "KubeClient",
     "QueryValue",
     "TokenBucket",
-    "build_configuration",
     "object_path",
 ]
 
@@ -97,42 +96,6 @@ class TokenBucket:
         return delay
 
 
-def build_configuration(*, kubeconfig: str | None = None, master: str | None = None,
-                        context: str | None = None) -> Configuration:
-    """Client configuration from the ``--kubeconfig`` / ``--master`` flags.
-
-    A kubeconfig flag wins; without one the in-cluster service account is used when running in a
-    pod, else ``$KUBECONFIG`` or ``~/.kube/config`` if present. ``master`` then overrides the
-    server address (alone it means an unauthenticated endpoint such as a local proxy). Never touches
-    the client's global default configuration.
-    """
-    configuration = Configuration()
-    if kubeconfig:
-        kube_config.load_kube_config(config_file=kubeconfig, context=context,
-                                     client_configuration=configuration, persist_config=False)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kube_config.load_incluster_config(client_configuration=configuration)
-    elif not master:
-        default = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
-            "~/.kube/config")
-        if not os.path.exists(default):
-            raise kube_config.ConfigException(
-                "no --kubeconfig, --master or in-cluster service account; "
-                f"and {default} does not exist")
-        kube_config.load_kube_config(config_file=default, context=context,
-                                     client_configuration=configuration, persist_config=False)
-    if master:
-        configuration.host = master if "://" in master else f"https://{master}"
-    if not configuration.verify_ssl and configuration.host.startswith("https:"):
-        # Said once, naming the server (urllib3 would say it on every request).
-        _log.warning("TLS certificate of %s is not verified (insecure-skip-tls-verify)",
-                     configuration.host)
-    # Watches hold one connection each for minutes; binds run from a worker pool.
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
-    configuration.keep_alive = True
-    return configuration
-
-
 def object_path(prefix: str, plural: str, *, name: str = "", namespace: str = "",
                 subresource: str = "") -> str:
     """``/api/v1`` or ``/apis/<group>/<version>`` + optional namespace, name and subresource."""
@@ -147,37 +110,68 @@ def object_path(prefix: str, plural: str, *, name: str = "", namespace: str = ""
     return "/".join(parts)
 
 
-class KubeClient:
-    """Raw-JSON requests through the official client's transport, behind a token bucket."""
+class ApiError(Exception):
+    """A non-2xx answer: its status, reason, body (the server's ``Status`` as text) and
+    headers (looked up in any case)."""
 
-    def __init__(self, api_client: ApiClient, *, qps: float = 2000.0, burst: int = 2000) -> None:
-        self.api_client = api_client
+    def __init__(self, status: int, reason: str = "", *, body: str = "",
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(status, reason)
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self.headers = Headers((key.lower(), value) for key, value in (headers or {}).items())
+
+    @property
+    def message(self) -> str:
+        """The ``message`` of the server's ``Status`` body, or ''."""
+        try:
+            decoded = json.loads(self.body)
+        except ValueError:
+            return ""
+        return str(decoded.get("message") or "") if isinstance(decoded, dict) else ""
+
+    def __str__(self) -> str:
+        text = f"HTTP {self.status}"
+        if self.reason:
+            text += f" {self.reason}"
+        message = self.message
+        return f"{text}: {message}" if message else text
+
+
+USER_AGENT = "lahar/0.1.0"
+
+
+class KubeClient:
+    """Raw-JSON requests through the project's transport, behind a token bucket."""
+
+    def __init__(self, config: ClientConfig, *, qps: float = 2000.0, burst: int = 2000,
+                 max_idle: int = 64) -> None:
+        self.config = config
         self.bucket = TokenBucket(qps=qps, burst=burst)
-        configuration = api_client.configuration
-        self.transport = Transport(endpoint_of(configuration),
-                                   max_idle=int(configuration.connection_pool_maxsize or 64))
-        if configuration.refresh_api_key_hook is not None:
-            configuration.refresh_api_key_hook = _AtMostEvery(
-                REFRESH_INTERVAL, configuration.refresh_api_key_hook)
+        self.user_agent = USER_AGENT
+        self.transport = Transport(endpoint_of(config), max_idle=max_idle)
+        if not config.verify_ssl and config.host.startswith("https:"):
+            _log.warning("TLS certificate of %s is not verified (insecure-skip-tls-verify)",
+                         config.host)
 
     @classmethod
     def from_flags(cls, *, kubeconfig: str | None = None, master: str | None = None,
                    context: str | None = None, qps: float = 2000.0,
                    burst: int = 2000) -> KubeClient:
-        """Build a client from the command-line flags (see :func:`build_configuration`)."""
-        configuration = build_configuration(kubeconfig=kubeconfig, master=master, context=context)
-        return cls(ApiClient(configuration), qps=qps, burst=burst)
+        """Build a client from the command-line flags (see
+        :func:`~scheduler.cluster.kube.kubeconfig.load_client_config`)."""
+        config = load_client_config(kubeconfig=kubeconfig, master=master, context=context)
+        return cls(config, qps=qps, burst=burst)
 
     @classmethod
     def for_host(cls, host: str, *, qps: float = 0.0, burst: int = 1) -> KubeClient:
         """An unauthenticated client for ``host`` (a local proxy, or a test double)."""
-        configuration = Configuration(host=host)
-        configuration.connection_pool_maxsize = 64
-        return cls(ApiClient(configuration), qps=qps, burst=burst)
+        return cls(ClientConfig(host=host), qps=qps, burst=burst)
 
     @property
     def host(self) -> str:
-        return str(self.api_client.configuration.host)
+        return self.config.host
 
     def request(self, method: str, path: str, *,
                 query: Mapping[str, QueryValue] | None = None, body: Any = None,
@@ -186,12 +180,13 @@ class KubeClient:
         """Send one request; return the response with its body unread (stream it or ``read``
         it, then ``release_conn``).
 
-        Raises ``ApiException`` (typed subclasses for 404/409/5xx …) on a non-2xx answer and
-        ``OSError`` subclasses when the server cannot be reached or answers garbage.
+        Raises :class:`ApiError` on a non-2xx answer and ``OSError`` subclasses when the
+        server cannot be reached or answers garbage.
         """
         self.bucket.acquire()
-        api = self.api_client
-        headers = {**api.default_headers, "Accept": "application/json"}
+        headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
+        if self.config.auth is not None:
+            headers.update(self.config.auth())
         payload: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
@@ -200,7 +195,6 @@ class KubeClient:
                        else json.dumps(body, separators=(",", ":")).encode())
         params = [(key, _query_text(value)) for key, value in (query or {}).items()
                   if value is not None]
-        api.update_params_for_auth(headers, params, ["BearerToken"], path, method, body)
         target = path
         if params:
             target += "?" + urlencode(params, quote_via=quote)
@@ -211,7 +205,7 @@ class KubeClient:
                 text = response.data.decode("utf-8", errors="replace")
             finally:
                 response.release_conn()
-            raise ApiException.from_response(http_resp=response, body=text, data=None)
+            raise ApiError(response.status, response.reason, body=text, headers=response.headers)
         return response
 
     def request_json(self, method: str, path: str, *,
@@ -232,55 +226,18 @@ class KubeClient:
 
     def close(self) -> None:
         self.transport.close()
-        self.api_client.close()
 
 
-REFRESH_INTERVAL = 1.0
-"""Seconds between two runs of the kubeconfig loader's credential refresh. The official client
-runs it before every request (re-reading the whole user entry, even for a static token: a
-twentieth of a bind's CPU); an exec plugin's or a projected token's expiry is seconds away at
-the least, so once a second is as fresh."""
-
-
-class _AtMostEvery:
-    """A credential refresh hook run at most once per ``seconds``. The loader's hook installs
-    itself again each time it runs; it is wrapped again then."""
-
-    def __init__(self, seconds: float, hook: Callable[[Configuration], None]) -> None:
-        self.seconds, self.hook = seconds, hook
-        self._lock = threading.Lock()
-        self._last = float("-inf")
-
-    def __call__(self, configuration: Configuration) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._last < self.seconds:
-                return
-            self._last = now
-        self.hook(configuration)
-        installed = configuration.refresh_api_key_hook
-        if installed is not self:
-            if installed is not None:
-                self.hook = installed
-            configuration.refresh_api_key_hook = self  # type: ignore[assignment]  # typed None upstream
-
-
-def endpoint_of(configuration: Configuration) -> Endpoint:
-    """The server, TLS and proxy of a client configuration, as the official client reads them:
-    the CA file, client certificate and ``verify_ssl`` from the kubeconfig (a TLS context is
-    built only for an ``https`` server, so a plain-HTTP endpoint loads no trust store)."""
-    host = str(configuration.host)
+def endpoint_of(config: ClientConfig) -> Endpoint:
+    """The server, TLS and proxy of ``config`` (a TLS context is built only for an ``https``
+    server, so a plain-HTTP endpoint loads no trust store)."""
     tls = None
-    if host.startswith("https:") or "://" not in host:
-        tls = tls_context(verify=bool(configuration.verify_ssl),
-                          ca_file=configuration.ssl_ca_cert or None,
-                          cert_file=configuration.cert_file or None,
-                          key_file=configuration.key_file or None,
-                          check_hostname=configuration.assert_hostname is not False)
-    return Endpoint.from_url(host, tls=tls,
-                             server_hostname=getattr(configuration, "tls_server_name", None) or "",
-                             proxy=configuration.proxy or "",
-                             proxy_headers=configuration.proxy_headers or None)
+    if config.host.startswith("https:") or "://" not in config.host:
+        tls = tls_context(verify=config.verify_ssl, ca_file=config.ca_file,
+                          cert_file=config.cert_file, key_file=config.key_file,
+                          check_hostname=config.check_hostname)
+    return Endpoint.from_url(config.host, tls=tls, server_hostname=config.tls_server_name,
+                             proxy=config.proxy)
 
 
 def _query_text(value: str | int | bool) -> str:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from scheduler.cluster.kube.client import MERGE_PATCH, KubeClient, object_path
+from scheduler.cluster.kube.client import MERGE_PATCH, ApiError, KubeClient, object_path
 from scheduler.cluster.kube.reflector import Reflector, ResourceSpec
 
 __all__ = ["DEVICES_PREFIX", "KubeNodeAccess"]
@@ -126,7 +124,7 @@ class KubeNodeAccess:
         else:
             current_meta = self.get_node(name).get("metadata") or {}
             if version and version != current_meta.get("resourceVersion"):
-                raise ApiException(status=409, reason=f"Conflict: node {name} has changed")
+                raise ApiError(409, f"Conflict: node {name} has changed")
         patch: dict[str, Any] = {"resourceVersion": current_meta.get("resourceVersion")}
         for part in ("annotations", "labels"):
             changed = _diff(dict(current_meta.get(part) or {}), dict(meta.get(part) or {}))
@@ -190,7 +188,7 @@ class KubeNodeAccess:
         try:
             return self.client.request_json("GET", object_path(DEVICES_PREFIX, "devices",
                                                                name=name))
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise

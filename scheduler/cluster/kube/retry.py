@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import tenacity
-import urllib3
-from kubernetes.client.exceptions import ApiException
+
+from scheduler.cluster.kube.client import ApiError
 
 __all__ = [
     "RETRYABLE_STATUSES",
@@ -33,7 +33,7 @@ T = TypeVar("T")
 RETRYABLE_STATUSES = frozenset({0, 429})
 """Statuses retried besides every 5xx (0 = the request never got an HTTP answer)."""
 
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (OSError,)
 """Exceptions meaning the request did not complete (refused, reset, timed out, protocol error)."""
 
 _log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ _log = logging.getLogger(__name__)
 
 def status_of(exc: BaseException) -> int | None:
     """HTTP status carried by ``exc``: 0 for transport errors, None when it is no API failure."""
-    if isinstance(exc, ApiException):
+    if isinstance(exc, ApiError):
         return int(exc.status or 0)
     if isinstance(exc, TRANSPORT_ERRORS):
         return 0
@@ -58,7 +58,7 @@ def is_retryable(exc: BaseException) -> bool:
 
 def retry_after_seconds(exc: BaseException | None) -> float:
     """The ``Retry-After`` delay (seconds) of a 429/503 answer, 0 when absent or unparsable."""
-    if not isinstance(exc, ApiException) or not exc.headers:
+    if not isinstance(exc, ApiError) or not exc.headers:
         return 0.0
     value = exc.headers.get("Retry-After")
     try:

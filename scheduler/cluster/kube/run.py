@@ -175,15 +175,13 @@ def _start_servers(args: argparse.Namespace, health: Health) -> list[HttpServer]
 def _connect(args: argparse.Namespace, stop: threading.Event,
              health: Health) -> KubeClient | None:
     """A client whose server answered; None when stopped first or the config is unusable."""
-    from kubernetes.config import ConfigException
-
     failures = 0
     while not stop.is_set():
         try:
             client = KubeClient.from_flags(kubeconfig=args.kubeconfig or None,
                                            master=args.master or None,
                                            qps=args.kube_api_qps, burst=args.kube_api_burst)
-        except (ConfigException, OSError, ValueError) as error:
+        except (OSError, ValueError) as error:  # a ConfigError is a ValueError
             log.error("cannot build the API client configuration", error=str(error))
             return None
         try:

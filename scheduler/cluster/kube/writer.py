@@ -23,7 +23,6 @@ For node locks the writer also offers ``get_node`` / ``replace_node`` (optimisti
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import socket
 import threading
@@ -32,12 +31,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
-from kubernetes.client.exceptions import ApiException
-
 from scheduler.cache.interface import BindError, Fenced, ObjectRef, WriteError
 from scheduler.cluster.kube.client import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
+    ApiError,
     KubeClient,
     object_path,
 )
@@ -361,12 +359,8 @@ def _reference(ref: ObjectRef) -> dict[str, Any]:
 
 def _reason(failure: BaseException) -> str:
     """The API server's own message (from its ``Status`` body) when there is one."""
-    if isinstance(failure, ApiException):
-        try:
-            body = json.loads(failure.body or "")
-        except (TypeError, ValueError):
-            body = None
-        if isinstance(body, dict) and body.get("message"):
-            return f"HTTP {failure.status}: {body['message']}"
+    if isinstance(failure, ApiError):
+        if failure.message:
+            return f"HTTP {failure.status}: {failure.message}"
         return f"HTTP {failure.status}: {failure.reason or ''}".rstrip(": ")
     return f"{type(failure).__name__}: {failure}"

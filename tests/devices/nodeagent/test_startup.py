@@ -12,9 +12,8 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.kube.client import KubeClient
+from scheduler.cluster.kube.client import ApiError, KubeClient
 from scheduler.cluster.kube.nodeaccess import KubeNodeAccess
 from scheduler.commands.nodeagent import _DeferredAccess
 from scheduler.devices.base import DeviceConfig
@@ -107,7 +106,7 @@ def test_replace_of_a_node_read_elsewhere_reads_it_and_refuses_a_stale_version()
     client = _Client()
     access = KubeNodeAccess(client)  # type: ignore[arg-type]
     stale = {"metadata": {"name": "n1", "resourceVersion": "6", "annotations": {}}}
-    with pytest.raises(ApiException) as caught:
+    with pytest.raises(ApiError) as caught:
         access.replace_node(stale)
     assert caught.value.status == 409
     assert [m for m, _ in client.calls] == ["GET"]
