@@ -51,6 +51,7 @@ from bench_e2e import (  # noqa: E402
     bound_at,
     cpu_seconds,
     in_parallel,
+    precompile,
     raw_bind_rate,
     undecoded,
     watch_binds,
@@ -113,13 +114,6 @@ def peak_rss_mb(pid: int) -> float | None:
 
 def plain_pod(cluster: Cluster, namespace: str, name: str, scheduler: str, run_id: str) -> None:
     cluster.create_pod(namespace, name, scheduler=scheduler, group="", run_id=run_id)
-
-
-def precompile() -> None:
-    """Byte-compile the project first, as installing its wheel does: a process started with
-    ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module at each start."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "scheduler", "plugins", "actions"],
-                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
 def start_lahar(kubeconfig: str, scheduler: str, run_id: str, period: str,
