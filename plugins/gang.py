@@ -108,6 +108,10 @@ class Gang(PluginBase[NoArgs]):
             return 0
         return 1 if left_ready else -1
 
+    def job_order_key(self, job: JobInfo) -> bool:
+        """Unready gangs first (``job_order`` as a key)."""
+        return job.is_ready()
+
     def _victims(self, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
         occupied: dict[str, int] = {}
         victims = []

@@ -34,6 +34,7 @@ still counted in their job's inqueue reservation."""
 _ALLOCATED: int = ALLOCATED_STATUS._value_
 """The allocated statuses' bits: testing an int is cheap, ``Flag.__and__`` builds a member in
 Python (and these tests run on every task status change)."""
+_READY: int = READY_STATUS._value_
 _VALID_STATUS = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
 
 
@@ -66,6 +67,13 @@ class JobInfo:
     partitions: SubJobs | None = None
     """The sub-jobs of ``spec.subGroupPolicy`` once asked for (:meth:`sub_jobs`); dropped
     when a task comes or goes."""
+    counted: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Status mask → how many tasks have a status in it, as :meth:`count` found it; emptied
+    by every change of the task index. The job-order heaps ask each job's readiness dozens
+    of times a cycle while its tasks stay put."""
+    revision: int = field(default=0, init=False, repr=False, compare=False)
+    """Moved by every change of the task index (a task added, removed or moved to another
+    status): what was derived from the tasks at one revision holds while it stays."""
 
     @property
     def creation(self) -> float:
@@ -85,8 +93,14 @@ class JobInfo:
                 tasks=self.tasks.values())
         return parts
 
+    def _changed(self) -> None:
+        if self.counted:
+            self.counted.clear()
+        self.revision += 1
+
     def add_task(self, task: TaskInfo) -> None:
         self.partitions = None
+        self._changed()
         self.tasks[task.uid] = task
         self.task_status_index.setdefault(task.status, {})[task.uid] = task
         self.total_request.add(task.resreq)
@@ -102,6 +116,7 @@ class JobInfo:
         if existing is None:
             return
         self.partitions = None
+        self._changed()
         self.task_status_index.get(existing.status, {}).pop(existing.uid, None)
         self.total_request.sub(existing.resreq)
         if existing.status._value_ & _ALLOCATED:
@@ -116,6 +131,7 @@ class JobInfo:
         old = task.status
         if old is status:
             return
+        self._changed()
         self.task_status_index.get(old, {}).pop(task.uid, None)
         was_allocated = bool(old._value_ & _ALLOCATED)
         now_allocated = bool(status._value_ & _ALLOCATED)
@@ -138,8 +154,12 @@ class JobInfo:
 
     def count(self, status: TaskStatus) -> int:
         wanted = status._value_
-        return sum(len(tasks) for flag, tasks in self.task_status_index.items()
-                   if flag._value_ & wanted)
+        counted = self.counted.get(wanted)
+        if counted is None:
+            counted = self.counted[wanted] = sum(
+                len(tasks) for flag, tasks in self.task_status_index.items()
+                if flag._value_ & wanted)
+        return counted
 
     def allocated_exact(self) -> bool:
         """Whether ``allocated`` equals, field for field (scalar names included), adding up
@@ -229,7 +249,12 @@ class JobInfo:
         )
 
     def is_ready(self) -> bool:
-        return self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
+        ready = self.counted.get(_READY)
+        if ready is None:
+            ready = self.count(READY_STATUS)
+        if self.best_effort_tasks:
+            ready += self.pending_best_effort_num()
+        return ready >= self.min_available
 
     def is_pipelined(self) -> bool:
         return (

@@ -188,6 +188,13 @@ class Session:
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._hypernode_view: HyperNodeView | None = None
         self._job_order = self._flat(h.JobOrder, "job_order")
+        ordering = [p for tier in self.hooks(h.JobOrder) for p in tier]
+        self._order_keys: dict[JobID, tuple[int, tuple[Any, ...]]] | None = (
+            {} if all(isinstance(p, h.JobOrderKey) for p in ordering) else None)
+        """Job → (its revision, its order key) when every job order is a key order
+        (:class:`~scheduler.framework.hooks.JobOrderKey`); None: compare plugin by plugin."""
+        self._order_key_fns = tuple(p.job_order_key for p in ordering
+                                    if isinstance(p, h.JobOrderKey))
         self._task_order = self._flat(h.TaskOrder, "task_order")
         self._queue_order = self._flat(h.QueueOrder, "queue_order")
         self._handlers = [p for tier in self.hooks(h.EventHandler) for p in tier]
@@ -280,11 +287,33 @@ class Session:
 
     # -- orders (first non-zero) ----------------------------------------------------------
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        keys = self._order_keys
+        if keys is not None:
+            kept = keys.get(left.uid)
+            lk = kept[1] if kept is not None and kept[0] == left.revision else self._order_key(left)
+            kept = keys.get(right.uid)
+            rk = (kept[1] if kept is not None and kept[0] == right.revision
+                  else self._order_key(right))
+            return -1 if lk < rk else (1 if lk > rk else 0)
         for fn in self._job_order:
             result = fn(left, right)
             if result:
                 return result
         return _cmp(left.creation, right.creation) or _cmp_str(left.uid, right.uid)
+
+    def _order_key(self, job: JobInfo) -> tuple[Any, ...]:
+        """The job's place in job order: each plugin's key, then creation time and UID (the
+        fallback of :meth:`job_order`), kept until the job's tasks change."""
+        key = (*(fn(job) for fn in self._order_key_fns), job.creation, job.uid)
+        if self._order_keys is not None:
+            self._order_keys[job.uid] = (job.revision, key)
+        return key
+
+    def _forget_order(self, uid: JobID) -> None:
+        """Drop a kept order key once the event handlers saw a change of the job's tasks
+        (the revision already moved; this also covers plugin state the handlers moved)."""
+        if self._order_keys is not None:
+            self._order_keys.pop(uid, None)
 
     def task_order(self, left: TaskInfo, right: TaskInfo) -> int:
         for fn in self._task_order:
@@ -474,6 +503,8 @@ class Session:
         except AllocateError:
             self.unplace(task, notify=False)
             raise
+        finally:
+            self._forget_order(job.uid)
 
     def unplace(self, task: TaskInfo, *, notify: bool = True) -> None:
         """Undo :meth:`place`: back to Pending, off the node."""
@@ -491,6 +522,7 @@ class Session:
         if notify:
             for handler in self._handlers:
                 handler.on_deallocate(task)
+        self._forget_order(task.job)
 
     def mark_releasing(self, task: TaskInfo, releasing: bool) -> None:
         """Evict (``True``) or un-evict a running task in session state."""
@@ -508,6 +540,7 @@ class Session:
         self.table.sync(node.index)
         for handler in self._handlers:
             (handler.on_deallocate if releasing else handler.on_allocate)(task)
+        self._forget_order(task.job)
 
     def dispatch(self, job: JobInfo) -> None:
         """Send every Allocated task of a ready job to the binder (non-transactional path)."""
