@@ -144,7 +144,7 @@ class Gang(PluginBase[NoArgs]):
 
     def on_session_close(self, session: Session) -> None:
         now = rfc3339(session.clock())
-        # A settled job is a running gang whose Scheduled condition is already set.
+        # A settled job is a placed gang whose Scheduled condition is already set.
         for job in session.closing_jobs():
             if not session.is_valid(job):
                 if self.job_valid(job) is None:

@@ -175,7 +175,8 @@ class Session:
         self.allocation_version = 0
         """Bumped on every in-session placement or eviction (a cache key for derived state)."""
         # Only the phase is compared at close; copying whole PodGroups here cost a clone per job.
-        # A settled job's phase is Running and stays so unless the session changes the job.
+        # A settled job's phase stays as its last close set it unless the session changes
+        # the job.
         self.podgroup_phase_before: dict[JobID, str] = {
             uid: job.podgroup.phase for uid, job in self.active_jobs.items()}
         self.shared: dict[str, object] = {}
