@@ -64,6 +64,9 @@ class JobInfo:
     best_effort_tasks: int = 0
     """Tasks that request nothing, in any status: while there are none, readiness checks
     (several per job comparison in the job-order heap) need not look at pending tasks."""
+    gated_tasks: int = 0
+    """Tasks held by a scheduling gate, in any status: while there are none, the gated part
+    of a reservation is known to be empty without looking at the tasks."""
     partitions: SubJobs | None = None
     """The sub-jobs of ``spec.subGroupPolicy`` once asked for (:meth:`sub_jobs`); dropped
     when a task comes or goes."""
@@ -110,6 +113,8 @@ class JobInfo:
             self.inexact_requests += 1
         if task.best_effort:
             self.best_effort_tasks += 1
+        if task.sched_gated:
+            self.gated_tasks += 1
 
     def delete_task(self, task: TaskInfo) -> None:
         existing = self.tasks.pop(task.uid, None)
@@ -125,6 +130,8 @@ class JobInfo:
             self.inexact_requests -= 1
         if existing.best_effort:
             self.best_effort_tasks -= 1
+        if existing.sched_gated:
+            self.gated_tasks -= 1
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` (the job's own object) to ``status``, keeping counters in step."""
@@ -220,6 +227,8 @@ class JobInfo:
     def deduct_sched_gated(self, resources: Resource) -> Resource:
         """``resources`` less the gated pods' requests, floored at 0, on the dimensions
         ``resources`` names (Volcano's ``DeductSchGatedResources``)."""
+        if not self.gated_tasks:
+            return resources
         gated = self.sched_gated_resources()
         if gated.is_empty():
             return resources

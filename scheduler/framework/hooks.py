@@ -291,14 +291,15 @@ HOOK_FLAGS: dict[type, str | None] = {
 """Each extension point and the PluginOption flag that switches it (None: always on)."""
 
 
-def tier_vote(tiers: Iterable[Iterable[Callable[[], Vote]]]) -> bool:
+def tier_vote(tiers: Iterable[Iterable[Callable[..., Vote]]], *args: Any) -> bool:
     """Volcano's vote over tiers (``JobPipelined``, ``JobEnqueueable``, ``SubJobPipelined``):
     any reject ends it false, a tier with a permit ends it true, abstentions pass to the next
-    tier, and a vote nobody cast is true. Each voter is asked lazily, in order."""
+    tier, and a vote nobody cast is true. Each voter is asked lazily, in order, with
+    ``args``."""
     for tier in tiers:
         permitted = False
         for ask in tier:
-            vote = ask()
+            vote = ask(*args)
             if vote == Vote.REJECT:
                 return False
             permitted = permitted or vote == Vote.PERMIT

@@ -8,7 +8,6 @@ overuse, sums for scores, and tier-scoped votes for pipelining and enqueueing.
 
 from __future__ import annotations
 
-import functools
 import random
 import time
 import uuid
@@ -197,6 +196,9 @@ class Session:
         self._order_key_fns = tuple(p.job_order_key for p in ordering
                                     if isinstance(p, h.JobOrderKey))
         self._task_order = self._flat(h.TaskOrder, "task_order")
+        self._job_ready = self._flat(h.JobReady, "job_ready")
+        self._voters: dict[str, list[list[Callable[[JobInfo], Any]]]] = {}
+        """Vote method → its plugins' bound methods by tier (:meth:`_vote`)."""
         self._queue_order = self._flat(h.QueueOrder, "queue_order")
         self._handlers = [p for tier in self.hooks(h.EventHandler) for p in tier]
         self._scorers = [p for tier in self.hooks(h.NodeScorer) for p in tier]
@@ -340,11 +342,14 @@ class Session:
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
-        return all(p.job_ready(job) for tier in self.hooks(h.JobReady) for p in tier)
+        return all(ready(job) for ready in self._job_ready)
 
     def _vote(self, protocol: Any, method: str, job: JobInfo) -> bool:
-        return h.tier_vote([functools.partial(getattr(plugin, method), job) for plugin in tier]
-                           for tier in self.hooks(protocol))
+        voters = self._voters.get(method)
+        if voters is None:
+            voters = self._voters[method] = [[getattr(plugin, method) for plugin in tier]
+                                             for tier in self.hooks(protocol)]
+        return h.tier_vote(voters, job)
 
     def job_pipelined(self, job: JobInfo) -> bool:
         return self._vote(h.JobPipelined, "job_pipelined", job)

@@ -1,6 +1,7 @@
 """What the job-order heaps read is kept between changes, and equals reading it afresh.
 
-``JobInfo.count`` keeps each status mask's count until the task index changes, and a session
+``JobInfo.count`` keeps each status mask's count until the task index changes (and the job
+counts its scheduling-gated tasks as they come and go), and a session
 whose job orders are all key orders keeps each job's key until the job's tasks change: both
 must give what a recount and the plugin-by-plugin comparison give, after any changes.
 """
@@ -42,7 +43,8 @@ _op = st.tuples(st.sampled_from(["add", "delete", "move"]), st.integers(0, 7),
 def _task(i: int, status: TaskStatus, best_effort: bool) -> TaskInfo:
     request = Resource() if best_effort else Resource(1000, 0)
     return TaskInfo(uid=TaskID(f"t{i}"), name=f"t{i}", namespace="ns", job=JobID("ns/j"),
-                    resreq=request, init_resreq=request, status=status, best_effort=best_effort)
+                    resreq=request, init_resreq=request, status=status, best_effort=best_effort,
+                    sched_gated=i % 3 == 0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -72,6 +74,7 @@ def test_kept_counts_equal_a_recount(ops: list[tuple[str, int, TaskStatus, bool]
         pending_best_effort = sum(1 for t in job.tasks.values()
                                   if t.status is TaskStatus.PENDING and t.best_effort)
         assert job.is_ready() == (ready + pending_best_effort >= min_available)
+        assert job.gated_tasks == sum(1 for t in job.tasks.values() if t.sched_gated)
 
 
 CONF = """
