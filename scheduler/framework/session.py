@@ -196,7 +196,8 @@ class Session:
         self._order_key_fns = tuple(p.job_order_key for p in ordering
                                     if isinstance(p, h.JobOrderKey))
         self._task_order = self._flat(h.TaskOrder, "task_order")
-        self._job_ready = self._flat(h.JobReady, "job_ready")
+        self._job_ready: list[Callable[[JobInfo], bool]] = [
+            p.job_ready for tier in self.hooks(h.JobReady) for p in tier]
         self._voters: dict[str, list[list[Callable[[JobInfo], Any]]]] = {}
         """Vote method → its plugins' bound methods by tier (:meth:`_vote`)."""
         self._queue_order = self._flat(h.QueueOrder, "queue_order")
