@@ -305,6 +305,17 @@ class Session:
                 return result
         return _cmp(left.creation, right.creation) or _cmp_str(left.uid, right.uid)
 
+    def job_order_key(self) -> Callable[[JobInfo], tuple[Any, ...]] | None:
+        """A key whose order is :meth:`job_order` (for a keyed
+        :class:`~scheduler.framework.heap.PriorityQueue`), or None when some job order is not
+        a key order. A job's key holds until its tasks change."""
+        return self._current_order_key if self._order_keys is not None else None
+
+    def _current_order_key(self, job: JobInfo) -> tuple[Any, ...]:
+        assert self._order_keys is not None
+        kept = self._order_keys.get(job.uid)
+        return kept[1] if kept is not None and kept[0] == job.revision else self._order_key(job)
+
     def _order_key(self, job: JobInfo) -> tuple[Any, ...]:
         """The job's place in job order: each plugin's key, then creation time and UID (the
         fallback of :meth:`job_order`), kept until the job's tasks change."""

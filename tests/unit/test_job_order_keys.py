@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from scheduler.api.types import (
 )
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.simulation import build_simulation
+from scheduler.framework.heap import PriorityQueue
 from scheduler.framework.session import Session
 from tests.builders import conf_of, make_node, make_pod, make_podgroup, make_priority_class
 
@@ -132,3 +134,32 @@ def test_a_job_order_without_a_key_is_compared_plugin_by_plugin() -> None:
     _, _, scheduler = build_simulation(_cluster(0), conf=conf_of(conf), seed=0)
     session = scheduler.open_session()
     assert session._order_keys is None
+
+
+def _outcome(seed: int, conf: str) -> tuple[dict[str, object], list[tuple[str, str]]]:
+    cluster, cache, scheduler = build_simulation(_cluster(seed), conf=conf_of(conf), seed=seed)
+    for _ in range(3):
+        scheduler.run_once()
+        cache.flush()
+        cluster.clock.advance(1.0)
+    binds = {key: pod["spec"].get("nodeName") for key, pod in cluster.objects["Pod"].items()}
+    return binds, [(e["reason"], e["message"]) for e in cluster.events]
+
+
+def test_keyed_job_queues_pop_as_comparator_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The actions' keyed job queues pop what comparator queues pop; no queued job's key
+    changes while it waits (checked at every pop)."""
+    pop = PriorityQueue.pop
+
+    def checked(self: PriorityQueue[object]) -> object:
+        if self._key is not None:
+            assert all(entry[0] == self._key(entry[2]) for entry in self._heap)
+        return pop(self)
+
+    conf = CONF.replace('"enqueue, allocate, backfill"', '"enqueue, allocate, backfill, preempt"')
+    for seed in range(6):
+        monkeypatch.setattr(PriorityQueue, "pop", checked)
+        keyed = _outcome(seed, conf)
+        monkeypatch.setattr(Session, "job_order_key", lambda self: None)
+        assert keyed == _outcome(seed, conf)
+        monkeypatch.undo()
