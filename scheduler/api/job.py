@@ -163,9 +163,11 @@ class JobInfo:
         wanted = status._value_
         counted = self.counted.get(wanted)
         if counted is None:
-            counted = self.counted[wanted] = sum(
-                len(tasks) for flag, tasks in self.task_status_index.items()
-                if flag._value_ & wanted)
+            counted = 0
+            for flag, tasks in self.task_status_index.items():  # a status or two, mostly
+                if flag._value_ & wanted:
+                    counted += len(tasks)
+            self.counted[wanted] = counted
         return counted
 
     def allocated_exact(self) -> bool:
