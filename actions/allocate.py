@@ -72,6 +72,8 @@ class Allocate:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         jobs_by_queue: dict[QueueID, PriorityQueue[JobInfo]] = {}
         pending_tasks: dict[str, PriorityQueue[TaskInfo]] = {}
+        # A job's turn changes only its own tasks, and it is out of its queue meanwhile.
+        order_key = session.job_order_key()
         for job in session.active_jobs.values():  # a settled job has no pending task
             if job.is_pending():
                 if enqueue_on:
@@ -93,7 +95,7 @@ class Allocate:
             if job.podgroup.sub_groups:
                 self._sheets[job.uid] = worksheet_of(session, job, candidates)
             if job.queue not in jobs_by_queue:
-                jobs_by_queue[job.queue] = PriorityQueue(session.job_order)
+                jobs_by_queue[job.queue] = PriorityQueue(session.job_order, key=order_key)
                 queues.push(queue)
             jobs_by_queue[job.queue].push(job)
 

@@ -23,12 +23,13 @@ class Enqueue:
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order)
         pending: dict[QueueID, PriorityQueue[JobInfo]] = {}
+        order_key = session.job_order_key()  # enqueue changes no task of a queued job
         for job in session.active_jobs.values():  # a settled PodGroup is not pending
             queue = session.queues.get(job.queue)
             if queue is None or not job.is_pending():
                 continue
             if job.queue not in pending:
-                pending[job.queue] = PriorityQueue(session.job_order)
+                pending[job.queue] = PriorityQueue(session.job_order, key=order_key)
                 queues.push(queue)
             pending[job.queue].push(job)
         while queues:

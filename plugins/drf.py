@@ -70,6 +70,11 @@ class Drf(PluginBase[NoArgs]):
             return 0
         return -1 if ls < rs else 1
 
+    def job_order_key(self, job: JobInfo) -> float:
+        """The lower share first (``job_order`` as a key; the share moves only with the
+        job's own allocations)."""
+        return self.share(job.uid)
+
     def _update(self, task: TaskInfo, sign: int) -> None:
         allocated = self.allocation(task.job)
         if allocated is None:

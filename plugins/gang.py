@@ -108,6 +108,10 @@ class Gang(PluginBase[NoArgs]):
             return 0
         return 1 if left_ready else -1
 
+    def job_order_key(self, job: JobInfo) -> bool:
+        """Unready gangs first (``job_order`` as a key)."""
+        return job.is_ready()
+
     def _victims(self, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], Vote]:
         occupied: dict[str, int] = {}
         victims = []
@@ -140,7 +144,7 @@ class Gang(PluginBase[NoArgs]):
 
     def on_session_close(self, session: Session) -> None:
         now = rfc3339(session.clock())
-        # A settled job is a running gang whose Scheduled condition is already set.
+        # A settled job is a placed gang whose Scheduled condition is already set.
         for job in session.closing_jobs():
             if not session.is_valid(job):
                 if self.job_valid(job) is None:

@@ -24,6 +24,9 @@ class Priority(PluginBase[NoArgs]):
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         return (right.priority > left.priority) - (right.priority < left.priority)
 
+    def job_order_key(self, job: JobInfo) -> int:
+        return -job.priority
+
     def preemptable(
         self, preemptor: TaskInfo, candidates: list[TaskInfo]
     ) -> tuple[list[TaskInfo], Vote]:

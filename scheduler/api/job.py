@@ -34,6 +34,7 @@ still counted in their job's inqueue reservation."""
 _ALLOCATED: int = ALLOCATED_STATUS._value_
 """The allocated statuses' bits: testing an int is cheap, ``Flag.__and__`` builds a member in
 Python (and these tests run on every task status change)."""
+_READY: int = READY_STATUS._value_
 _VALID_STATUS = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
 
 
@@ -63,9 +64,19 @@ class JobInfo:
     best_effort_tasks: int = 0
     """Tasks that request nothing, in any status: while there are none, readiness checks
     (several per job comparison in the job-order heap) need not look at pending tasks."""
+    gated_tasks: int = 0
+    """Tasks held by a scheduling gate, in any status: while there are none, the gated part
+    of a reservation is known to be empty without looking at the tasks."""
     partitions: SubJobs | None = None
     """The sub-jobs of ``spec.subGroupPolicy`` once asked for (:meth:`sub_jobs`); dropped
     when a task comes or goes."""
+    counted: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Status mask → how many tasks have a status in it, as :meth:`count` found it; emptied
+    by every change of the task index. The job-order heaps ask each job's readiness dozens
+    of times a cycle while its tasks stay put."""
+    revision: int = field(default=0, init=False, repr=False, compare=False)
+    """Moved by every change of the task index (a task added, removed or moved to another
+    status): what was derived from the tasks at one revision holds while it stays."""
 
     @property
     def creation(self) -> float:
@@ -85,8 +96,14 @@ class JobInfo:
                 tasks=self.tasks.values())
         return parts
 
+    def _changed(self) -> None:
+        if self.counted:
+            self.counted.clear()
+        self.revision += 1
+
     def add_task(self, task: TaskInfo) -> None:
         self.partitions = None
+        self._changed()
         self.tasks[task.uid] = task
         self.task_status_index.setdefault(task.status, {})[task.uid] = task
         self.total_request.add(task.resreq)
@@ -96,12 +113,15 @@ class JobInfo:
             self.inexact_requests += 1
         if task.best_effort:
             self.best_effort_tasks += 1
+        if task.sched_gated:
+            self.gated_tasks += 1
 
     def delete_task(self, task: TaskInfo) -> None:
         existing = self.tasks.pop(task.uid, None)
         if existing is None:
             return
         self.partitions = None
+        self._changed()
         self.task_status_index.get(existing.status, {}).pop(existing.uid, None)
         self.total_request.sub(existing.resreq)
         if existing.status._value_ & _ALLOCATED:
@@ -110,12 +130,15 @@ class JobInfo:
             self.inexact_requests -= 1
         if existing.best_effort:
             self.best_effort_tasks -= 1
+        if existing.sched_gated:
+            self.gated_tasks -= 1
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` (the job's own object) to ``status``, keeping counters in step."""
         old = task.status
         if old is status:
             return
+        self._changed()
         self.task_status_index.get(old, {}).pop(task.uid, None)
         was_allocated = bool(old._value_ & _ALLOCATED)
         now_allocated = bool(status._value_ & _ALLOCATED)
@@ -138,8 +161,14 @@ class JobInfo:
 
     def count(self, status: TaskStatus) -> int:
         wanted = status._value_
-        return sum(len(tasks) for flag, tasks in self.task_status_index.items()
-                   if flag._value_ & wanted)
+        counted = self.counted.get(wanted)
+        if counted is None:
+            counted = 0
+            for flag, tasks in self.task_status_index.items():  # a status or two, mostly
+                if flag._value_ & wanted:
+                    counted += len(tasks)
+            self.counted[wanted] = counted
+        return counted
 
     def allocated_exact(self) -> bool:
         """Whether ``allocated`` equals, field for field (scalar names included), adding up
@@ -200,6 +229,8 @@ class JobInfo:
     def deduct_sched_gated(self, resources: Resource) -> Resource:
         """``resources`` less the gated pods' requests, floored at 0, on the dimensions
         ``resources`` names (Volcano's ``DeductSchGatedResources``)."""
+        if not self.gated_tasks:
+            return resources
         gated = self.sched_gated_resources()
         if gated.is_empty():
             return resources
@@ -229,7 +260,12 @@ class JobInfo:
         )
 
     def is_ready(self) -> bool:
-        return self.ready_task_num() + self.pending_best_effort_num() >= self.min_available
+        ready = self.counted.get(_READY)
+        if ready is None:
+            ready = self.count(READY_STATUS)
+        if self.best_effort_tasks:
+            ready += self.pending_best_effort_num()
+        return ready >= self.min_available
 
     def is_pipelined(self) -> bool:
         return (

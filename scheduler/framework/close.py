@@ -248,9 +248,10 @@ def _close_running_job(session: Session, job: JobInfo) -> bool:
 def _close_job(session: Session, job: JobInfo, now: str) -> bool:
     """Derive and hand the sink what ``job`` shows after this cycle; True when the job will
     close the same way next cycle unless something changes it: it is valid, scheduled
-    (Running or Completed), no task waits for a place (so none gets a condition), no
-    ``Unschedulable`` condition, and the cycle wrote nothing onto the job. Closed again, it
-    would find the phase it has now (no event) and hand the sink the same status."""
+    (Running or Completed, or Inqueue with binds in flight), no task waits for a place (so
+    none gets a condition), no ``Unschedulable`` condition, and the cycle wrote nothing onto
+    the job. Closed again, it would find the phase it has now (no event) and hand the sink
+    the same status."""
     if _close_running_job(session, job):
         # A settled job is handed out without resetting what a cycle writes onto a job.
         return not _written_onto(job)
@@ -294,9 +295,20 @@ def _close_job(session: Session, job: JobInfo, now: str) -> bool:
             session.sink.update_task_condition(
                 task, reason=reason, message=message, nominated_node=nominated_node(task)
             )
-    return (invalid is None and podgroup.phase in (PHASE_RUNNING, PHASE_COMPLETED)
-            and not _written_onto(job) and not job.count(_WAITING)
+    return (invalid is None and _scheduled(job) and not _written_onto(job)
+            and not job.count(_WAITING)
             and not any(c.get("type") == "Unschedulable" for c in podgroup.conditions))
+
+
+def _scheduled(job: JobInfo) -> bool:
+    """Running or Completed, or Inqueue with binds in flight: a gang whose tasks were all
+    placed stays Inqueue until its binds show in the cluster (Binding is not scheduled yet),
+    and until then every close derives the same Inqueue phase, no event and no condition.
+    The bind's arrival renews its task, which unsettles the job."""
+    phase = job.podgroup.phase
+    if phase in (PHASE_RUNNING, PHASE_COMPLETED):
+        return True
+    return phase == PHASE_INQUEUE and bool(job.count(TaskStatus.BINDING))
 
 
 _WAITING = TaskStatus.ALLOCATED | TaskStatus.PENDING | TaskStatus.PIPELINED

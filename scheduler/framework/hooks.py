@@ -8,7 +8,7 @@ with ``isinstance`` checks and keeps per-tier lists. The combination rule of eac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,7 @@ __all__ = [
     "JobEnqueueable",
     "JobEnqueued",
     "JobOrder",
+    "JobOrderKey",
     "JobPipelined",
     "JobReady",
     "JobStarving",
@@ -76,6 +77,18 @@ class Plugin(Protocol):
 class JobOrder(Protocol):
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
         """Negative when ``left`` goes first, positive when ``right`` does, 0 to defer."""
+
+
+@runtime_checkable
+class JobOrderKey(Protocol):
+    """A job order that is the order of a key: ``job_order(left, right)`` is the sign of
+    comparing ``job_order_key(left)`` with ``job_order_key(right)``, for every two jobs.
+
+    The key may change within a session only when the job's tasks do (a placement, an
+    eviction or their undo, which move ``JobInfo.revision``): the session keeps each job's
+    key until then, so a heap comparison costs two lookups and one tuple comparison."""
+
+    def job_order_key(self, job: JobInfo) -> Any: ...
 
 
 @runtime_checkable
@@ -278,14 +291,15 @@ HOOK_FLAGS: dict[type, str | None] = {
 """Each extension point and the PluginOption flag that switches it (None: always on)."""
 
 
-def tier_vote(tiers: Iterable[Iterable[Callable[[], Vote]]]) -> bool:
+def tier_vote(tiers: Iterable[Iterable[Callable[..., Vote]]], *args: Any) -> bool:
     """Volcano's vote over tiers (``JobPipelined``, ``JobEnqueueable``, ``SubJobPipelined``):
     any reject ends it false, a tier with a permit ends it true, abstentions pass to the next
-    tier, and a vote nobody cast is true. Each voter is asked lazily, in order."""
+    tier, and a vote nobody cast is true. Each voter is asked lazily, in order, with
+    ``args``."""
     for tier in tiers:
         permitted = False
         for ask in tier:
-            vote = ask()
+            vote = ask(*args)
             if vote == Vote.REJECT:
                 return False
             permitted = permitted or vote == Vote.PERMIT

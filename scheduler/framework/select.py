@@ -126,5 +126,8 @@ def best_node(session: Session, task: TaskInfo, rows: IntArray) -> tuple[NodeInf
         return table.nodes[int(rows[0])], fits_idle
     scores = session.score(task, rows)
     best = np.flatnonzero(scores >= scores.max() - 1e-9)
-    choice = int(rows[best[0]]) if len(best) == 1 else int(rows[session.rng.choice(list(best))])
+    # ``choice`` over the positions draws exactly as over the rows themselves (one
+    # ``_randbelow(len)``), without making a Python object of every tied row.
+    pick = 0 if len(best) == 1 else session.rng.choice(range(len(best)))
+    choice = int(rows[best[pick]])
     return table.nodes[choice], fits_idle

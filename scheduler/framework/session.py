@@ -8,7 +8,6 @@ overuse, sums for scores, and tier-scoped votes for pipelining and enqueueing.
 
 from __future__ import annotations
 
-import functools
 import random
 import time
 import uuid
@@ -175,7 +174,8 @@ class Session:
         self.allocation_version = 0
         """Bumped on every in-session placement or eviction (a cache key for derived state)."""
         # Only the phase is compared at close; copying whole PodGroups here cost a clone per job.
-        # A settled job's phase is Running and stays so unless the session changes the job.
+        # A settled job's phase stays as its last close set it unless the session changes
+        # the job.
         self.podgroup_phase_before: dict[JobID, str] = {
             uid: job.podgroup.phase for uid, job in self.active_jobs.items()}
         self.shared: dict[str, object] = {}
@@ -188,7 +188,18 @@ class Session:
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._hypernode_view: HyperNodeView | None = None
         self._job_order = self._flat(h.JobOrder, "job_order")
+        ordering = [p for tier in self.hooks(h.JobOrder) for p in tier]
+        self._order_keys: dict[JobID, tuple[int, tuple[Any, ...]]] | None = (
+            {} if all(isinstance(p, h.JobOrderKey) for p in ordering) else None)
+        """Job → (its revision, its order key) when every job order is a key order
+        (:class:`~scheduler.framework.hooks.JobOrderKey`); None: compare plugin by plugin."""
+        self._order_key_fns = tuple(p.job_order_key for p in ordering
+                                    if isinstance(p, h.JobOrderKey))
         self._task_order = self._flat(h.TaskOrder, "task_order")
+        self._job_ready: list[Callable[[JobInfo], bool]] = [
+            p.job_ready for tier in self.hooks(h.JobReady) for p in tier]
+        self._voters: dict[str, list[list[Callable[[JobInfo], Any]]]] = {}
+        """Vote method → its plugins' bound methods by tier (:meth:`_vote`)."""
         self._queue_order = self._flat(h.QueueOrder, "queue_order")
         self._handlers = [p for tier in self.hooks(h.EventHandler) for p in tier]
         self._scorers = [p for tier in self.hooks(h.NodeScorer) for p in tier]
@@ -280,11 +291,44 @@ class Session:
 
     # -- orders (first non-zero) ----------------------------------------------------------
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
+        keys = self._order_keys
+        if keys is not None:
+            kept = keys.get(left.uid)
+            lk = kept[1] if kept is not None and kept[0] == left.revision else self._order_key(left)
+            kept = keys.get(right.uid)
+            rk = (kept[1] if kept is not None and kept[0] == right.revision
+                  else self._order_key(right))
+            return -1 if lk < rk else (1 if lk > rk else 0)
         for fn in self._job_order:
             result = fn(left, right)
             if result:
                 return result
         return _cmp(left.creation, right.creation) or _cmp_str(left.uid, right.uid)
+
+    def job_order_key(self) -> Callable[[JobInfo], tuple[Any, ...]] | None:
+        """A key whose order is :meth:`job_order` (for a keyed
+        :class:`~scheduler.framework.heap.PriorityQueue`), or None when some job order is not
+        a key order. A job's key holds until its tasks change."""
+        return self._current_order_key if self._order_keys is not None else None
+
+    def _current_order_key(self, job: JobInfo) -> tuple[Any, ...]:
+        assert self._order_keys is not None
+        kept = self._order_keys.get(job.uid)
+        return kept[1] if kept is not None and kept[0] == job.revision else self._order_key(job)
+
+    def _order_key(self, job: JobInfo) -> tuple[Any, ...]:
+        """The job's place in job order: each plugin's key, then creation time and UID (the
+        fallback of :meth:`job_order`), kept until the job's tasks change."""
+        key = (*(fn(job) for fn in self._order_key_fns), job.creation, job.uid)
+        if self._order_keys is not None:
+            self._order_keys[job.uid] = (job.revision, key)
+        return key
+
+    def _forget_order(self, uid: JobID) -> None:
+        """Drop a kept order key once the event handlers saw a change of the job's tasks
+        (the revision already moved; this also covers plugin state the handlers moved)."""
+        if self._order_keys is not None:
+            self._order_keys.pop(uid, None)
 
     def task_order(self, left: TaskInfo, right: TaskInfo) -> int:
         for fn in self._task_order:
@@ -310,11 +354,14 @@ class Session:
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
-        return all(p.job_ready(job) for tier in self.hooks(h.JobReady) for p in tier)
+        return all(ready(job) for ready in self._job_ready)
 
     def _vote(self, protocol: Any, method: str, job: JobInfo) -> bool:
-        return h.tier_vote([functools.partial(getattr(plugin, method), job) for plugin in tier]
-                           for tier in self.hooks(protocol))
+        voters = self._voters.get(method)
+        if voters is None:
+            voters = self._voters[method] = [[getattr(plugin, method) for plugin in tier]
+                                             for tier in self.hooks(protocol)]
+        return h.tier_vote(voters, job)
 
     def job_pipelined(self, job: JobInfo) -> bool:
         return self._vote(h.JobPipelined, "job_pipelined", job)
@@ -474,6 +521,8 @@ class Session:
         except AllocateError:
             self.unplace(task, notify=False)
             raise
+        finally:
+            self._forget_order(job.uid)
 
     def unplace(self, task: TaskInfo, *, notify: bool = True) -> None:
         """Undo :meth:`place`: back to Pending, off the node."""
@@ -491,6 +540,7 @@ class Session:
         if notify:
             for handler in self._handlers:
                 handler.on_deallocate(task)
+        self._forget_order(task.job)
 
     def mark_releasing(self, task: TaskInfo, releasing: bool) -> None:
         """Evict (``True``) or un-evict a running task in session state."""
@@ -508,6 +558,7 @@ class Session:
         self.table.sync(node.index)
         for handler in self._handlers:
             (handler.on_deallocate if releasing else handler.on_allocate)(task)
+        self._forget_order(task.job)
 
     def dispatch(self, job: JobInfo) -> None:
         """Send every Allocated task of a ready job to the binder (non-transactional path)."""

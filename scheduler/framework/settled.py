@@ -4,7 +4,8 @@ Most jobs of a busy cluster are placed (bound, running or done) and stay so cycl
 cycle; Volcano visits each of them in every session (plugin open hooks, the job updater at
 close), so a cycle costs O(jobs) however little changed. A job is *settled* for a session when
 
-* its last close found it valid and scheduled (PodGroup ``Running`` or ``Completed``), with no
+* its last close found it valid and scheduled (PodGroup ``Running`` or ``Completed``, or
+  ``Inqueue`` with binds in flight: placed, waiting only for the cluster to show it), with no
   task waiting for a place (none Pending, Allocated or Pipelined, so none gets a condition), no
   ``Unschedulable`` condition, and no fit error or message left on it, so that closing it
   again would derive the same phase (hence no event) and the same status,
