@@ -13,6 +13,7 @@ The loop glue at the bottom (:class:`ConfWatcher`, :func:`write_cache_dump`,
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -422,6 +423,11 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind, groups, discovery))
                                  for spec in RESOURCES])
+    # The first mirror makes objects that live on (pods, nodes, their tasks): collections
+    # while it loads would only walk them again and again. Once it is in, they leave the
+    # collector's reach (gc.freeze), so no full collection in a cycle walks them either.
+    collecting = gc.isenabled()
+    gc.disable()
     reflectors.start(stop)
     if groups is not None:
         groups.start(stop)
@@ -430,8 +436,13 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         discovery.start(stop)
     _ensure_default_queue(writer, args.default_queue, stop)
     timeout = args.resource_sync_timeout or None
-    if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
-        log.warning("caches not synced in time; scheduling anyway", timeout=timeout)
+    try:
+        if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
+            log.warning("caches not synced in time; scheduling anyway", timeout=timeout)
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
     # A queue created a moment ago reaches the cache through its watch; without this wait the
     # first cycles would tell the default queue's pods that their queue does not exist.
     for _ in range(100):
