@@ -27,8 +27,8 @@ import io
 import select
 import socket
 import ssl
-import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import cast
@@ -278,8 +278,7 @@ class Transport:
     def __init__(self, endpoint: Endpoint, *, max_idle: int = 64) -> None:
         self.endpoint = endpoint
         self.max_idle = max_idle
-        self._idle: list[_Connection] = []
-        self._lock = threading.Lock()
+        self._idle: deque[_Connection] = deque()
         self._closed = False
 
     def request(self, method: str, target: str, *, headers: Mapping[str, str],
@@ -317,37 +316,35 @@ class Transport:
         raise ProtocolFault("the server closed two connections in a row before answering")
 
     def give_back(self, conn: _Connection) -> None:
-        with self._lock:
-            if not self._closed and len(self._idle) < self.max_idle:
-                conn.idle_since = time.monotonic()
-                conn.reused = True
-                self._idle.append(conn)
-                return
-        conn.close()
+        if self._closed or len(self._idle) >= self.max_idle:
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        conn.reused = True
+        self._idle.append(conn)
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        self._closed = True
+        while True:
+            try:
+                self._idle.pop().close()
+            except IndexError:
+                return
 
     # -- connections --------------------------------------------------------------------------
 
     def _take(self, connect_timeout: float | None) -> _Connection:
+        # deque.pop and append are atomic: no lock for threads to queue on (a lock held by a
+        # thread that loses the GIL stalls every other bind behind it).
         now = time.monotonic()
-        stale: list[_Connection] = []
-        conn: _Connection | None = None
-        with self._lock:
-            while self._idle:
-                candidate = self._idle.pop()
-                if now - candidate.idle_since <= IDLE_SECONDS and _quiet(candidate):
-                    conn = candidate
-                    break
-                stale.append(candidate)
-        for old in stale:
-            old.close()
-        return conn if conn is not None else self._open(connect_timeout)
+        while True:
+            try:
+                conn = self._idle.pop()
+            except IndexError:
+                return self._open(connect_timeout)
+            if now - conn.idle_since <= IDLE_SECONDS and _quiet(conn):
+                return conn
+            conn.close()
 
     def _open(self, connect_timeout: float | None) -> _Connection:
         endpoint = self.endpoint
