@@ -22,6 +22,8 @@ import sys
 import threading
 from typing import Any, cast
 
+from scheduler.signals import set_on_signals
+
 __all__ = ["add_node_agent_arguments", "node_agent_main"]
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins/"
@@ -170,8 +172,7 @@ def node_agent_main(args: argparse.Namespace) -> int:
                       kubelet_dir=args.kubelet_dir, checkpoint_path=checkpoint,
                       health_interval=args.health_interval, report_period=args.report_period)
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    set_on_signals({signal.SIGTERM: stop, signal.SIGINT: stop})
     try:
         agent.start()
     except OSError as exc:

@@ -38,6 +38,7 @@ from scheduler.cluster.kube.retry import status_of
 from scheduler.cluster.kube.writer import KubeClusterWriter
 from scheduler.httpserver import HttpServer
 from scheduler.logs import configure_logging
+from scheduler.signals import set_on_signals
 
 __all__ = ["ConfWatcher", "Health", "add_run_arguments", "check_api", "run_main",
            "write_cache_dump"]
@@ -154,12 +155,12 @@ def _check_api_forever(client: KubeClient, health: Health, stop: threading.Event
 
 
 def _install_signals(stop: threading.Event, dump_requested: threading.Event | None) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return  # embedded (tests): the caller owns ``stop``
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    """SIGTERM/SIGINT stop, SIGUSR1 asks for a cache dump; nothing off the main thread
+    (embedded in tests, the caller owns ``stop``)."""
+    events = {signal.SIGTERM: stop, signal.SIGINT: stop}
     if dump_requested is not None and hasattr(signal, "SIGUSR1"):
-        signal.signal(signal.SIGUSR1, lambda *_: dump_requested.set())
+        events[signal.SIGUSR1] = dump_requested
+    set_on_signals(events)
 
 
 def _start_servers(args: argparse.Namespace, health: Health) -> list[HttpServer]:
@@ -414,9 +415,13 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     writer.background = cache.enqueue_status
     writer.may_bind = leading  # checked again before each retry of a bind
     binds = cache.binds
+    # PodGroup writes trickle until the first cycle is done (the sync and that cycle are what
+    # stand between a burst and its first bind), then whenever binds are waiting.
+    first_cycle = threading.Event()
     groups = (PodGroupController(client, args.scheduler_name,
                                  report=lambda pod, message: _report_pod(writer, pod, message),
-                                 yield_to=lambda: binds is not None and binds.recently_busy())
+                                 yield_to=lambda: not first_cycle.is_set() or (
+                                     binds is not None and binds.recently_busy()))
               if args.enable_podgroup_controller else None)
     discovery = (DiscoveryController(client, args.hypernode_discovery_config, leading=leading)
                  if args.hypernode_discovery_config else None)
@@ -464,6 +469,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             health.synced = reflectors.has_synced
             try:
                 stats = scheduler.run_once()
+                first_cycle.set()
                 cache.flush()
                 log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
                           binds_waiting=cache.binds.backlog if cache.binds else 0,
