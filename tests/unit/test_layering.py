@@ -30,7 +30,8 @@ RUNTIME: dict[str, set[str]] = GRAPH.graph()
 TYPED: dict[str, set[str]] = GRAPH.graph(typing=True)
 
 # The small shared modules that may sit at the top level of ``scheduler``.
-TOP_LEVEL = {"__main__", "conf", "confyaml", "deviceconf", "httpserver", "logs", "loop", "metrics"}
+TOP_LEVEL = {"__main__", "conf", "confyaml", "deviceconf", "httpserver", "logs", "loop", "metrics",
+             "signals"}
 
 # Rooms of one rank that must still not import each other.
 SIDEWAYS = {

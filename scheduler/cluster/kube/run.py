@@ -415,13 +415,9 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     writer.background = cache.enqueue_status
     writer.may_bind = leading  # checked again before each retry of a bind
     binds = cache.binds
-    # PodGroup writes trickle until the first cycle is done (the sync and that cycle are what
-    # stand between a burst and its first bind), then whenever binds are waiting.
-    first_cycle = threading.Event()
     groups = (PodGroupController(client, args.scheduler_name,
                                  report=lambda pod, message: _report_pod(writer, pod, message),
-                                 yield_to=lambda: not first_cycle.is_set() or (
-                                     binds is not None and binds.recently_busy()))
+                                 yield_to=lambda: binds is not None and binds.recently_busy())
               if args.enable_podgroup_controller else None)
     discovery = (DiscoveryController(client, args.hypernode_discovery_config, leading=leading)
                  if args.hypernode_discovery_config else None)
@@ -469,7 +465,6 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             health.synced = reflectors.has_synced
             try:
                 stats = scheduler.run_once()
-                first_cycle.set()
                 cache.flush()
                 log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
                           binds_waiting=cache.binds.backlog if cache.binds else 0,
