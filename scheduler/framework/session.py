@@ -291,13 +291,8 @@ class Session:
 
     # -- orders (first non-zero) ----------------------------------------------------------
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
-        keys = self._order_keys
-        if keys is not None:
-            kept = keys.get(left.uid)
-            lk = kept[1] if kept is not None and kept[0] == left.revision else self._order_key(left)
-            kept = keys.get(right.uid)
-            rk = (kept[1] if kept is not None and kept[0] == right.revision
-                  else self._order_key(right))
+        if self._order_keys is not None:
+            lk, rk = self._current_order_key(left), self._current_order_key(right)
             return -1 if lk < rk else (1 if lk > rk else 0)
         for fn in self._job_order:
             result = fn(left, right)

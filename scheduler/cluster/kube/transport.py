@@ -188,12 +188,6 @@ class Response:
             self._data = self.read()
         return self._data
 
-    def getheaders(self) -> dict[str, str]:
-        return dict(self.headers)
-
-    def getheader(self, name: str, default: str | None = None) -> str | None:
-        return self.headers.get(name, default)
-
     def read(self) -> bytes:
         """The rest of the body."""
         return b"".join(self.stream())
@@ -218,12 +212,6 @@ class Response:
         if self._done and self._keep:
             self._transport.give_back(conn)
         else:
-            conn.close()
-
-    def close(self) -> None:
-        conn, self._conn = self._conn, None
-        self._done = True
-        if conn is not None:
             conn.close()
 
     def shutdown(self) -> None:
