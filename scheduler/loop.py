@@ -97,6 +97,7 @@ class Scheduler:
             self.cache.report_orphans()
             self.cursor = session.cursor
             stats.plugin_seconds = dict(session.plugin_seconds)
+            session.release()
         stats.seconds = time.perf_counter() - started
         if self.on_cycle is not None:
             self.on_cycle(stats)

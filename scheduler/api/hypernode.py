@@ -350,22 +350,25 @@ def _node_members(
 
 def _collect_nodes(tree: HyperNodeTree, own: dict[str, set[str]]) -> None:
     memo: dict[str, frozenset[str]] = {}
-
-    def collect(name: str) -> frozenset[str]:
-        cached = memo.get(name)
-        if cached is not None:
-            return cached
-        hn = tree.info[name]
-        result = set(own.get(name, ()))
-        for child in hn.children:
-            result |= collect(child)
-        memo[name] = frozenset(result)
-        return memo[name]
-
     for name in tree.roots():
-        tree.info[name].nodes = collect(name)
+        tree.info[name].nodes = _nodes_under(name, tree=tree, own=own, memo=memo)
     for name, hn in tree.info.items():
-        hn.nodes = collect(name)
+        hn.nodes = _nodes_under(name, tree=tree, own=own, memo=memo)
+
+
+def _nodes_under(name: str, *, tree: HyperNodeTree, own: dict[str, set[str]],
+                 memo: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The nodes of ``name`` and of every HyperNode below it. A module function rather than a
+    nested one: a nested function that calls itself holds a reference cycle through its own
+    closure, which only a full garbage collection frees."""
+    cached = memo.get(name)
+    if cached is not None:
+        return cached
+    result = set(own.get(name, ()))
+    for child in tree.info[name].children:
+        result |= _nodes_under(child, tree=tree, own=own, memo=memo)
+    memo[name] = frozenset(result)
+    return memo[name]
 
 
 def _index_nodes(tree: HyperNodeTree) -> None:

@@ -88,21 +88,25 @@ def secondary_picks(ledger: Ledger, request: TypeRequest, candidates: Candidates
 def _ranked_scopes(ledger: Ledger, tree: Scope, request: TypeRequest, level: int
                    ) -> list[Scope]:
     """Every scope the tree could choose, in the tree's order of preference."""
-    used = used_minors(ledger)
     entries: list[tuple[int, int, int, Scope]] = []
-
-    def walk(scope: Scope, depth: int, not_empties: int) -> None:
-        if len(scope.minors) < request.count:
-            return
-        depth += 1
-        not_empties += 1 if used.intersection(scope.minors) else 0
-        if scope.level >= level:
-            entries.append((-depth, -not_empties, len(entries), scope))
-        for child in scope.children:
-            walk(child, depth, not_empties)
-
-    walk(tree, 0, 0)
+    _walk_scopes(tree, 0, 0, used=used_minors(ledger), count=request.count, level=level,
+                 entries=entries)
     return [scope for *_, scope in sorted(entries, key=lambda e: e[:3])]
+
+
+def _walk_scopes(scope: Scope, depth: int, not_empties: int, *, used: set[int],
+                 count: int, level: int, entries: list[tuple[int, int, int, Scope]]) -> None:
+    """Add ``scope`` and the scopes below it that could hold ``count`` GPUs to ``entries``
+    (a module function: a nested one calling itself would hold a reference cycle)."""
+    if len(scope.minors) < count:
+        return
+    depth += 1
+    not_empties += 1 if used.intersection(scope.minors) else 0
+    if scope.level >= level:
+        entries.append((-depth, -not_empties, len(entries), scope))
+    for child in scope.children:
+        _walk_scopes(child, depth, not_empties, used=used, count=count, level=level,
+                     entries=entries)
 
 
 def gpu_choices(ledger: Ledger, request: TypeRequest, candidates: Candidates, *,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.api.task import TaskInfo
 from scheduler.devices.base import DeviceRequestError
@@ -251,40 +251,60 @@ def by_tree(ledger: Ledger, request: TypeRequest, tree: Scope, *, scoring: Scori
             allowed: Collection[int], required_level: int = 0) -> tuple[Pick, ...] | None:
     """The GPUs of the preferred scope, or None when no scope at or below the required level
     holds them."""
-    used = used_minors(ledger)
-    cache: dict[int, tuple[dict[str, int] | None, int]] = {}
+    search = _TreeSearch(ledger=ledger, request=request, scoring=scoring, allowed=allowed,
+                         required_level=required_level, used=used_minors(ledger))
+    result = search.visit(tree, 0, 0)
+    return None if result is None else result.picks
 
-    def device_fit(minor: int) -> tuple[dict[str, int] | None, int]:
-        if minor not in cache:
-            device = ledger.devices.get((TYPE_GPU, minor))
+
+@dataclass(slots=True, kw_only=True)
+class _TreeSearch:
+    """One :func:`by_tree` search. A class rather than nested functions: a nested function that
+    calls itself holds a reference cycle through its own closure, which only a full garbage
+    collection frees."""
+
+    ledger: Ledger
+    request: TypeRequest
+    scoring: Scoring
+    allowed: Collection[int]
+    required_level: int
+    used: set[int]
+    fits_by_minor: dict[int, tuple[dict[str, int] | None, int]] = field(default_factory=dict)
+
+    def device_fit(self, minor: int) -> tuple[dict[str, int] | None, int]:
+        known = self.fits_by_minor.get(minor)
+        if known is None:
+            request = self.request
+            device = self.ledger.devices.get((TYPE_GPU, minor))
             charge = None
-            if device is not None and minor in allowed:
-                charge = fits(ledger, device, request.per_device)
-            score = device_score(ledger, device, request.per_device, scoring) \
+            if device is not None and minor in self.allowed:
+                charge = fits(self.ledger, device, request.per_device)
+            score = device_score(self.ledger, device, request.per_device, self.scoring) \
                 if charge is not None and device is not None and request.shared else 0
-            cache[minor] = (charge, score)
-        return cache[minor]
+            known = self.fits_by_minor[minor] = (charge, score)
+        return known
 
-    def visit(scope: Scope, depth: int, not_empties: int) -> _Result | None:
+    def visit(self, scope: Scope, depth: int, not_empties: int) -> _Result | None:
+        request = self.request
         if len(scope.minors) < request.count:
             return None
         depth += 1
-        if used.intersection(scope.minors):
+        if self.used.intersection(scope.minors):
             not_empties += 1
         best: _Result | None = None
         for child in scope.children:
-            result = visit(child, depth, not_empties)
+            result = self.visit(child, depth, not_empties)
             if result is None:
                 continue
             if best is None or _better(result, best, shared=request.shared):
                 best = result
         if best is not None:
             return best
-        if required_level > scope.level:
+        if self.required_level > scope.level:
             return None
         fitting: list[tuple[int, dict[str, int], int]] = []
         for minor in scope.minors:
-            charge, score = device_fit(minor)
+            charge, score = self.device_fit(minor)
             if charge is not None:
                 fitting.append((minor, charge, score))
         if len(fitting) < request.count:
@@ -294,6 +314,3 @@ def by_tree(ledger: Ledger, request: TypeRequest, tree: Scope, *, scoring: Scori
         chosen = fitting[:request.count]
         return _Result(tuple(Pick(minor, charge) for minor, charge, _ in chosen), depth,
                        not_empties, sum(score for _, _, score in chosen))
-
-    result = visit(tree, 0, 0)
-    return None if result is None else result.picks
