@@ -30,6 +30,7 @@ RANKS: dict[str, int] = {
     "scheduler.metrics": 0,
     "scheduler.httpserver": 1,
     "scheduler.signals": 1,
+    "scheduler.collector": 0,
     "scheduler.devices": 1,
     "scheduler.api.devices": 1,  # where the device families lived before scheduler/devices/
     "scheduler.framework": 2,

@@ -31,7 +31,7 @@ TYPED: dict[str, set[str]] = GRAPH.graph(typing=True)
 
 # The small shared modules that may sit at the top level of ``scheduler``.
 TOP_LEVEL = {"__main__", "conf", "confyaml", "deviceconf", "httpserver", "logs", "loop", "metrics",
-             "signals"}
+             "signals", "collector"}
 
 # Rooms of one rank that must still not import each other.
 SIDEWAYS = {

@@ -36,6 +36,7 @@ from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
 from scheduler.cluster.kube.retry import status_of
 from scheduler.cluster.kube.writer import KubeClusterWriter
+from scheduler.collector import Collector
 from scheduler.httpserver import HttpServer
 from scheduler.logs import configure_logging
 from scheduler.signals import set_on_signals
@@ -426,7 +427,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                                  for spec in RESOURCES])
     # The first mirror makes objects that live on (pods, nodes, their tasks): collections
     # while it loads would only walk them again and again. Once it is in, they leave the
-    # collector's reach (gc.freeze), so no full collection in a cycle walks them either.
+    # collector's reach (gc.freeze), and so does what survives each cycle (see Collector).
+    collector = Collector()
     collecting = gc.isenabled()
     gc.disable()
     reflectors.start(stop)
@@ -441,7 +443,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
             log.warning("caches not synced in time; scheduling anyway", timeout=timeout)
     finally:
-        gc.freeze()
+        collector.settle()
         if collecting:
             gc.enable()
     # A queue created a moment ago reaches the cache through its watch; without this wait the
@@ -466,6 +468,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             try:
                 stats = scheduler.run_once()
                 cache.flush()
+                collector.after_cycle()
                 log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
                           binds_waiting=cache.binds.backlog if cache.binds else 0,
                           status_waiting=cache.background.backlog if cache.background else 0)

@@ -1,0 +1,69 @@
+"""When a long-running scheduler lets Python's cyclic garbage collector walk its objects.
+
+CPython's full collection walks every tracked object that is not frozen, holding the GIL, and
+it runs whenever the objects that survived younger collections have grown by a quarter. A
+scheduler that keeps receiving pods grows its cache steadily, so on a 2-core machine with a
+few thousand pods arriving at 200/s a full collection ran every ~6 s and stopped every thread
+(binds, watches, the cycle) for 0.1–0.5 s, each time finding nothing to free: the cache and
+the cycle make no reference cycles (:meth:`Session.release` unlinks the one a session made).
+
+:class:`Collector` freezes (:func:`gc.freeze`) whatever survives a cycle, so automatic
+collections only walk what was made since; freezing is a constant-time move of lists.
+Something that becomes cyclic garbage after it was frozen is not freed until the next full
+collection, so one runs, unfrozen, whenever the heap has grown by ``growth`` (by default:
+doubled) since the last one. That bounds what could leak to the size of the live heap and
+makes full collections rare and amortised, as CPython's own rule is, but on the whole heap.
+The heap is measured by :func:`sys.getallocatedblocks` (about 1 ms for 12 million blocks),
+not by :func:`gc.get_freeze_count`, which walks the frozen list (90 ms for 4 million).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import structlog
+
+__all__ = ["Collector"]
+
+log = structlog.get_logger("lahar.collector")
+
+
+@dataclass(slots=True)
+class Collector:
+    growth: float = 1.0
+    """A full collection runs once the heap exceeds ``(1 + growth)`` times what the last one
+    left."""
+    collector: ModuleType = gc
+    heap: Callable[[], int] = sys.getallocatedblocks
+    clock: Callable[[], float] = time.perf_counter
+    baseline: int = 0
+    full_collections: int = 0
+    last_pause: float = field(default=0.0)
+
+    def settle(self) -> None:
+        """Freeze what is alive now (after the first mirror has loaded: those objects live as
+        long as the process) and take it as the baseline."""
+        self.collector.freeze()
+        self.baseline = self.heap()
+
+    def after_cycle(self) -> None:
+        """Freeze what survived this cycle; run a full collection when the heap has grown
+        past the threshold."""
+        self.collector.freeze()
+        heap = self.heap()
+        if heap <= max(self.baseline, 1) * (1.0 + self.growth):
+            return
+        started = self.clock()
+        self.collector.unfreeze()
+        freed = self.collector.collect()
+        self.collector.freeze()
+        self.baseline = self.heap()
+        self.last_pause = self.clock() - started
+        self.full_collections += 1
+        log.info("full garbage collection", blocks_before=heap, blocks_after=self.baseline,
+                 unreachable=freed, seconds=round(self.last_pause, 3))
