@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import subprocess
@@ -52,11 +53,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import urllib3  # noqa: E402
-from kubernetes import client, config, watch  # noqa: E402
+from kubernetes import client, config  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
-# A test server's self-signed certificate: urllib3 would warn on every request.
+from scheduler.cluster.kube.client import KubeClient  # noqa: E402
+from scheduler.cluster.kube.reflector import iter_lines  # noqa: E402
+
+# A test server's self-signed certificate: urllib3 would warn on every request, and the
+# project's client once per client.
 warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+logging.getLogger("scheduler.cluster.kube.client").setLevel(logging.ERROR)
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 RUN_LABEL = "lahar.bench/run"
@@ -98,6 +104,21 @@ def ignore_missing(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     except ApiException as error:
         if error.status != 404:
             raise
+
+
+def pod_manifest(namespace: str, name: str, *, scheduler: str, group: str,
+                 run_id: str) -> dict[str, Any]:
+    """A pause pod of 100m CPU / 64Mi for ``scheduler``, kept on this run's fake nodes."""
+    annotations = {"scheduling.k8s.io/group-name": group} if group else {}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: run_id},
+                     "annotations": annotations},
+        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                 "nodeSelector": {RUN_LABEL: run_id},
+                 "tolerations": [{"key": TAINT["key"], "operator": "Exists"}],
+                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
 
 
 class Cluster:
@@ -157,17 +178,8 @@ class Cluster:
 
     def create_pod(self, namespace: str, name: str, *, scheduler: str, group: str,
                    run_id: str) -> None:
-        annotations = {"scheduling.k8s.io/group-name": group} if group else {}
-        undecoded(self.core.create_namespaced_pod, namespace, {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: run_id},
-                         "annotations": annotations},
-            "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "nodeSelector": {RUN_LABEL: run_id},
-                     "tolerations": [{"key": TAINT["key"], "operator": "Exists"}],
-                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
-                                     "resources": {"requests": {"cpu": "100m",
-                                                                "memory": "64Mi"}}}]}})
+        undecoded(self.core.create_namespaced_pod, namespace,
+                  pod_manifest(namespace, name, scheduler=scheduler, group=group, run_id=run_id))
 
     def create_podgroup(self, namespace: str, name: str, size: int) -> None:
         undecoded(self.custom.create_namespaced_custom_object, *VOLCANO, namespace, "podgroups",
@@ -285,29 +297,45 @@ def watch_binds(cluster: Cluster, *, namespace: str, pods: set[str], started: fl
 def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
              timeout: float, into: dict[str, float] | None = None) -> dict[str, float]:
     """Seconds since ``started`` (a ``time.perf_counter`` value) at which each of ``pods``
-    was seen bound, by name; filled into ``into`` as they come when one is given."""
-    listing = undecoded(cluster.core.list_namespaced_pod, namespace)
-    bound_at: dict[str, float] = {} if into is None else into
-    for pod in listing.get("items") or []:
-        if pod["metadata"]["name"] in pods and pod["spec"].get("nodeName"):
-            bound_at[pod["metadata"]["name"]] = time.perf_counter() - started
-    version = listing["metadata"]["resourceVersion"]
-    deadline = time.monotonic() + timeout
-    while len(bound_at) < len(pods) and time.monotonic() < deadline:
-        stream = watch.Watch().stream(cluster.core.list_namespaced_pod, namespace,
-                                      resource_version=version, timeout_seconds=30,
-                                      allow_watch_bookmarks=True)
-        for event in stream:
-            obj = event["raw_object"]
-            version = obj["metadata"].get("resourceVersion", version)
-            name = obj["metadata"].get("name", "")
-            if name in pods and name not in bound_at and (obj.get("spec") or {}).get("nodeName"):
-                bound_at[name] = time.perf_counter() - started
-                if len(bound_at) == len(pods):
-                    break
-            if time.monotonic() > deadline:
-                break
-    return bound_at
+    was seen bound, by name; filled into ``into`` as they come when one is given.
+
+    The watch is read with the project's light client and plain JSON: the official client's
+    watch turns every event into a model object (a few ms of CPU each), and a scheduler whose
+    pods change more often than another's (a PodGroup annotation, a status) would be timed
+    late by a watcher falling behind.
+    """
+    light = KubeClient.from_flags(kubeconfig=cluster.kubeconfig, qps=0)
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        listing = light.request_json("GET", path)
+        bound_at: dict[str, float] = {} if into is None else into
+        for pod in listing.get("items") or []:
+            if pod["metadata"]["name"] in pods and pod["spec"].get("nodeName"):
+                bound_at[pod["metadata"]["name"]] = time.perf_counter() - started
+        version = listing["metadata"]["resourceVersion"]
+        deadline = time.monotonic() + timeout
+        while len(bound_at) < len(pods) and time.monotonic() < deadline:
+            response = light.request("GET", path, query={
+                "watch": True, "allowWatchBookmarks": True, "resourceVersion": version,
+                "timeoutSeconds": 30}, timeout=(5.0, 60.0))
+            try:
+                for line in iter_lines(response):
+                    obj = json.loads(line).get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    version = meta.get("resourceVersion", version)
+                    name = meta.get("name", "")
+                    if (name in pods and name not in bound_at
+                            and (obj.get("spec") or {}).get("nodeName")):
+                        bound_at[name] = time.perf_counter() - started
+                        if len(bound_at) == len(pods):
+                            break
+                    if time.monotonic() > deadline:
+                        break
+            finally:
+                response.release_conn()
+        return bound_at
+    finally:
+        light.close()
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
