@@ -7,13 +7,15 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.sim import SimCluster
 from scheduler.cluster.simulation import build_simulation
 from scheduler.collector import Collector
-from scheduler.conf import load_conf
+from scheduler.conf import SchedulerConf, load_conf
 from tests.builders import conf_of, gang, make_node, make_pod, make_queue
 
 
@@ -85,14 +87,26 @@ def test_growth_sets_the_threshold() -> None:
 
 @pytest.fixture
 def collector_paused() -> Iterator[None]:
+    """No automatic collection may free a cycle before the test counts what is left."""
     enabled = gc.isenabled()
     gc.disable()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
+    yield
+    gc.unfreeze()
+    if enabled:
+        gc.enable()
+
+
+def _unreachable_after_cycles(objects: list[dict[str, Any]], conf: SchedulerConf,
+                              cycles: int) -> tuple[int, SimCluster]:
+    """Objects a full collection finds unreachable after ``cycles`` cycles over ``objects``."""
+    cluster, cache, scheduler = build_simulation(
+        [Manifest(f"test#{i}", obj) for i, obj in enumerate(objects)], conf=conf)
+    gc.collect()
+    for _ in range(cycles):
+        scheduler.run_once()
+        cache.flush()
+        cluster.clock.advance(1.0)
+    return gc.collect(), cluster
 
 
 @pytest.mark.usefixtures("collector_paused")
@@ -107,15 +121,9 @@ def test_a_cycle_leaves_no_reference_cycle(conf: str | None) -> None:
     objects += gang("g1", size=3, cpu="1")
     objects += [make_pod(f"plain-{i}", cpu="1") for i in range(4)]
     objects += [make_pod("too-big", cpu="64")]
-    cluster, cache, scheduler = build_simulation(
-        [Manifest(f"test#{i}", obj) for i, obj in enumerate(objects)],
-        conf=conf_of(None) if conf is None else load_conf(conf))
-    gc.collect()
-    for _ in range(3):
-        scheduler.run_once()
-        cache.flush()
-        cluster.clock.advance(1.0)
-    assert gc.collect() == 0
+    unreachable, _ = _unreachable_after_cycles(
+        objects, conf_of(None) if conf is None else load_conf(conf), cycles=3)
+    assert unreachable == 0
 
 
 @pytest.mark.usefixtures("collector_paused")
@@ -137,13 +145,7 @@ def test_a_cycle_placing_fine_grained_devices_leaves_no_reference_cycle() -> Non
                     device_object(f"n{i}", topo_gpus() + topo_nics([1, 1, 1, 1], vfs=4))]
     objects += [fg_pod("whole", nvidia=2), fg_pod("shared", gpu_core=50, gpu_memory_ratio=50),
                 fg_pod("joint", nvidia=1, rdma=1)]
-    cluster, cache, scheduler = build_simulation(
-        [Manifest(f"test#{i}", obj) for i, obj in enumerate(objects)],
-        conf=conf_of(finegrained_conf()))
-    gc.collect()
-    for _ in range(2):
-        scheduler.run_once()
-        cache.flush()
-        cluster.clock.advance(1.0)
-    assert gc.collect() == 0
+    unreachable, cluster = _unreachable_after_cycles(objects, conf_of(finegrained_conf()),
+                                                     cycles=2)
+    assert unreachable == 0
     assert all(pod["spec"].get("nodeName") for pod in cluster.objects["Pod"].values())
