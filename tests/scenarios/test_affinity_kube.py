@@ -36,6 +36,7 @@ def test_run_reads_terms_and_namespace_labels_from_the_api_server() -> None:
     double = ApiServerDouble()
     double.start()
     stop = threading.Event()
+    runner: threading.Thread | None = None
     try:
         double.create(
             "v1/namespaces",
@@ -79,4 +80,6 @@ def test_run_reads_terms_and_namespace_labels_from_the_api_server() -> None:
         assert node_of("w0") != node_of("w1")
     finally:
         stop.set()
+        if runner is not None:  # its PodGroup writes must not outlive the server, or they
+            runner.join(30)  # retry and log into whichever test runs next
         double.stop()
