@@ -28,9 +28,9 @@ RANKS: dict[str, int] = {
     "scheduler.confyaml": 0,
     "scheduler.logs": 0,
     "scheduler.metrics": 0,
+    "scheduler.collector": 0,
     "scheduler.httpserver": 1,
     "scheduler.signals": 1,
-    "scheduler.collector": 0,
     "scheduler.devices": 1,
     "scheduler.api.devices": 1,  # where the device families lived before scheduler/devices/
     "scheduler.framework": 2,

@@ -23,7 +23,7 @@ import gc
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 
 import structlog
@@ -43,7 +43,6 @@ class Collector:
     clock: Callable[[], float] = time.perf_counter
     baseline: int = 0
     full_collections: int = 0
-    last_pause: float = field(default=0.0)
 
     def settle(self) -> None:
         """Freeze what is alive now (after the first mirror has loaded: those objects live as
@@ -63,7 +62,6 @@ class Collector:
         freed = self.collector.collect()
         self.collector.freeze()
         self.baseline = self.heap()
-        self.last_pause = self.clock() - started
         self.full_collections += 1
         log.info("full garbage collection", blocks_before=heap, blocks_after=self.baseline,
-                 unreachable=freed, seconds=round(self.last_pause, 3))
+                 unreachable=freed, seconds=round(self.clock() - started, 3))

@@ -350,8 +350,6 @@ def _node_members(
 
 def _collect_nodes(tree: HyperNodeTree, own: dict[str, set[str]]) -> None:
     memo: dict[str, frozenset[str]] = {}
-    for name in tree.roots():
-        tree.info[name].nodes = _nodes_under(name, tree=tree, own=own, memo=memo)
     for name, hn in tree.info.items():
         hn.nodes = _nodes_under(name, tree=tree, own=own, memo=memo)
 

@@ -34,7 +34,6 @@ still counted in their job's inqueue reservation."""
 _ALLOCATED: int = ALLOCATED_STATUS._value_
 """The allocated statuses' bits: testing an int is cheap, ``Flag.__and__`` builds a member in
 Python (and these tests run on every task status change)."""
-_READY: int = READY_STATUS._value_
 _VALID_STATUS = TaskStatus.PENDING | TaskStatus.PIPELINED | ALLOCATED_STATUS | TaskStatus.SUCCEEDED
 
 
@@ -260,9 +259,7 @@ class JobInfo:
         )
 
     def is_ready(self) -> bool:
-        ready = self.counted.get(_READY)
-        if ready is None:
-            ready = self.count(READY_STATUS)
+        ready = self.count(READY_STATUS)
         if self.best_effort_tasks:
             ready += self.pending_best_effort_num()
         return ready >= self.min_available

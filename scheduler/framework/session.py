@@ -328,9 +328,9 @@ class Session:
     def _order_key(self, job: JobInfo) -> tuple[Any, ...]:
         """The job's place in job order: each plugin's key, then creation time and UID (the
         fallback of :meth:`job_order`), kept until the job's tasks change."""
+        assert self._order_keys is not None
         key = (*(fn(job) for fn in self._order_key_fns), job.creation, job.uid)
-        if self._order_keys is not None:
-            self._order_keys[job.uid] = (job.revision, key)
+        self._order_keys[job.uid] = (job.revision, key)
         return key
 
     def _forget_order(self, uid: JobID) -> None:
