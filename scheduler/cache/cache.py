@@ -36,7 +36,14 @@ from scheduler.api.podgroup import PodGroup, podgroup_from_object
 from scheduler.api.queue import QueueInfo, queue_from_object
 from scheduler.api.resource import Resource
 from scheduler.api.task import GROUP_NAME_ANNOTATION, TaskInfo, task_from_pod
-from scheduler.api.types import COMPLETED_STATUS, JobID, QueueID, TaskID, TaskStatus
+from scheduler.api.types import (
+    ALLOCATED_STATUS,
+    COMPLETED_STATUS,
+    JobID,
+    QueueID,
+    TaskID,
+    TaskStatus,
+)
 from scheduler.cache.binder import BindPool
 from scheduler.cache.hypernodes import HyperNodeStore, warn_unacted_topology
 from scheduler.cache.implied import ImpliedGroups
@@ -53,6 +60,8 @@ from scheduler.framework.close import rfc3339
 from scheduler.framework.snapshot import Snapshot
 
 __all__ = ["NodeDevicesBuilder", "SchedulerCache"]
+
+_ALLOCATED = ALLOCATED_STATUS._value_
 
 log = structlog.get_logger("lahar.cache")
 
@@ -306,6 +315,13 @@ class SchedulerCache(CacheWrites):
         )
         # Only a readable version replaces the cached one: a broken update keeps the last good.
         old = self._task_by_key(key)
+        if (old is not None and old.status._value_ & _ALLOCATED and not spec.get("nodeName")
+                and str(old.uid) == (meta.get("uid") or key)):
+            # Placed here (Binding) but not yet bound there: an update from before the bind
+            # (an annotation, a condition) must not make the pod Pending again, or the next
+            # cycle would place it twice (Volcano's updatePod ignores it the same way).
+            self.pods[key] = obj
+            return
         if old is not None:
             self._remove_task(old)
         if task is None:
