@@ -21,7 +21,11 @@ from typing import Any, Protocol
 from scheduler.api.errors import ObjectError
 from scheduler.api.implied import implied_podgroup, implied_podgroup_name
 from scheduler.api.podgroup import PodGroup, podgroup_from_object
-from scheduler.api.task import TaskInfo
+from scheduler.api.task import (
+    GROUP_NAME_ANNOTATION,
+    VOLCANO_GROUP_NAME_ANNOTATION,
+    TaskInfo,
+)
 from scheduler.api.types import JobID, TaskID
 from scheduler.cache.jobs import JobChanges
 
@@ -66,6 +70,17 @@ class ImpliedGroups:
         pool.job_changes.podgroup(uid, deleted=False, known=False)
         pool.dirty_jobs.add(uid)
         self.uids.add(uid)
+
+    def name_on_bind(self, task: TaskInfo) -> None:
+        """Let the Binding of a pod that names no PodGroup carry the name of the one it is
+        scheduled under: the API server applies a Binding's annotations to the pod, so the pod
+        is annotated with its bind and the controller need not patch it."""
+        if not self.enabled or not task.job:
+            return
+        annotations = task.annotations
+        if annotations.get(GROUP_NAME_ANNOTATION) or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION):
+            return
+        task.bind_annotations[GROUP_NAME_ANNOTATION] = task.job.partition("/")[2]
 
     def arrived(self, uid: JobID) -> None:
         """The real PodGroup ``uid`` came from the watch."""

@@ -24,6 +24,7 @@ from scheduler.api.podgroup import PodGroup
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
+from scheduler.cache.implied import ImpliedGroups
 from scheduler.cache.interface import ClusterWriter, Fenced, ObjectRef, WriteError
 from scheduler.cache.resync import ResyncQueue
 from scheduler.cache.status import StatusRecorder
@@ -53,6 +54,7 @@ class CacheWrites:
     binds: BindPool[TaskInfo] | None
     committed_binds: int
     background: CoalescingWriter | None
+    implied: ImpliedGroups
     _event_ids = itertools.count()
 
     if TYPE_CHECKING:  # defined by the cache
@@ -78,6 +80,7 @@ class CacheWrites:
                 task.status = TaskStatus.BINDING
                 task.node_name = decided.node_name
                 task.bind_annotations = dict(decided.bind_annotations)
+                self.implied.name_on_bind(task)
                 self._add_task(task)
                 marked.append(task)
             self.committed_binds += len(marked)

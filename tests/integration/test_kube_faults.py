@@ -241,6 +241,8 @@ def test_plain_pods_get_a_podgroup_and_are_scheduled(
     stored = apiserver.get("v1/pods", "team/plain") or {}
     group = stored["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
     assert group == f"podgroup-{stored['metadata']['uid']}"
+    wait_until(lambda: apiserver.get(PODGROUPS, f"team/{group}") is not None, timeout=8.0,
+               message="its PodGroup written (binds first)")
     podgroup = apiserver.get(PODGROUPS, f"team/{group}") or {}
     assert podgroup["spec"]["minMember"] == 1
     assert podgroup["spec"]["queue"] == "default"

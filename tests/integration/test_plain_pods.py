@@ -7,6 +7,7 @@ or failing API server delays those writes and never a decision.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from kube_helpers import RunningScheduler, make_node, make_pod, wait_until
 
 from scheduler.api.implied import implied_podgroup
+from scheduler.api.types import JobID, TaskID, TaskStatus
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.podgroups import PodGroupController
@@ -160,3 +162,111 @@ def test_the_controller_trickles_while_binds_are_queued(apiserver: ApiServerDoub
     wait_until(lambda: created() == 3, timeout=10.0, message="the rest once binds are done")
     stop.set()
     groups.join(timeout=2.0)
+
+
+def test_an_update_from_before_the_bind_keeps_the_pod_placed() -> None:
+    """The PodGroup controller's annotation lands while the pod's bind is on its way: the
+    watch shows the pod still without a node. The cache keeps the pod Binding on its node
+    (else the next cycle places it twice and the second bind fails with 409), then takes the
+    bound version. Matches Volcano's ``SchedulerCache.updatePod``, which ignores an update of
+    a pod allocated in the cache whose ``spec.nodeName`` is still empty."""
+    cache = _cache()
+    cache.apply("ADDED", "Node", make_node("n1", cpu="2"))
+    pod = plain("p")
+    pod["metadata"]["uid"] = "u-1"
+    cache.apply("ADDED", "Pod", pod)
+    task = next(iter(cache.snapshot().jobs.values())).tasks[TaskID("u-1")]
+    task.node_name = "n1"
+    cache.bind([task])
+    annotated = copy.deepcopy(pod)
+    annotated["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "podgroup-u-1"
+    cache.apply("MODIFIED", "Pod", annotated)
+    snapshot = cache.snapshot()
+    placed = snapshot.jobs[JobID("team/podgroup-u-1")].tasks[TaskID("u-1")]
+    assert placed.status is TaskStatus.BINDING and placed.node_name == "n1"
+    assert next(n for n in snapshot.nodes if n.name == "n1").used.milli_cpu == 1000
+    bound = copy.deepcopy(annotated)
+    bound["spec"]["nodeName"] = "n1"
+    cache.apply("MODIFIED", "Pod", bound)
+    snapshot = cache.snapshot()
+    placed = snapshot.jobs[JobID("team/podgroup-u-1")].tasks[TaskID("u-1")]
+    assert placed.status is not TaskStatus.BINDING and placed.node_name == "n1"
+    assert next(n for n in snapshot.nodes if n.name == "n1").used.milli_cpu == 1000
+
+
+def _bound(pod: dict[str, Any], *, named: str = "") -> dict[str, Any]:
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = "n1"
+    bound["status"] = {"phase": "Running"}
+    if named:
+        bound["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = named
+    return bound
+
+
+def test_a_pod_bound_before_its_turn_still_gets_its_podgroup(apiserver: ApiServerDouble,
+                                                              client: KubeClient) -> None:
+    """Volcano's controller gives every pod of its schedulers without a group a PodGroup,
+    bound or not (``pgcontroller.processNextReq``). A pod bound while the controller yields
+    to binds is served afterwards: only the PodGroup when its bind carried the name, the
+    PodGroup and the annotation when it did not."""
+    binding = [True]
+    groups = PodGroupController(client, ["volcano"], yield_to=lambda: binding[0],
+                                trickle=30.0)
+    carried, plain_bound = (apiserver.create("v1/pods", plain(n)) for n in ("a", "b"))
+    groups.observe("ADDED", carried)
+    groups.observe("ADDED", plain_bound)
+    name_a = implied_podgroup(carried)["metadata"]["name"]
+    name_b = implied_podgroup(plain_bound)["metadata"]["name"]
+    groups.observe("MODIFIED", _bound(carried, named=name_a))
+    groups.observe("MODIFIED", _bound(plain_bound))
+    assert groups.pending == 2
+    assert groups.sync() == 2
+    assert apiserver.get(PODGROUPS, f"team/{name_a}") is not None
+    assert apiserver.get(PODGROUPS, f"team/{name_b}") is not None
+    patched = [r.path for r in apiserver.requests_to("PATCH", "/pods/")]
+    assert patched == ["/api/v1/namespaces/team/pods/b"]
+
+
+def test_a_pod_naming_its_missing_podgroup_gets_it_after_the_sync(
+        apiserver: ApiServerDouble, client: KubeClient) -> None:
+    """A bind carried the name, then the scheduler restarted before the PodGroup was
+    written: the next one lists the pod naming ``podgroup-<uid>`` and, once its caches have
+    synced and hold no such PodGroup, creates it (one that exists is left alone)."""
+    synced = [False]
+    existing: set[str] = set()
+    groups = PodGroupController(client, ["volcano"], synced=lambda: synced[0],
+                                known=lambda namespace, name: name in existing)
+    lost, kept = (apiserver.create("v1/pods", plain(n)) for n in ("lost", "kept"))
+    lost_name = implied_podgroup(lost)["metadata"]["name"]
+    kept_name = implied_podgroup(kept)["metadata"]["name"]
+    existing.add(kept_name)
+    groups.observe("ADDED", _bound(lost, named=lost_name))
+    groups.observe("ADDED", _bound(kept, named=kept_name))
+    groups.observe("ADDED", _bound(plain("other"), named="a-gang"))
+    assert groups.sync() == 0 and groups.pending == 2  # not before the caches synced
+    synced[0] = True
+    assert groups.sync() == 1 and groups.pending == 0
+    assert apiserver.get(PODGROUPS, f"team/{lost_name}") is not None
+    assert apiserver.get(PODGROUPS, f"team/{kept_name}") is None
+    assert not apiserver.requests_to("PATCH", "/pods/")
+
+
+def test_a_plain_pods_bind_carries_its_podgroup_name() -> None:
+    """The Binding of a pod scheduled under its implied PodGroup names that group (the API
+    server applies a Binding's annotations to the pod); a pod naming a group keeps it."""
+    cache = _cache()
+    cache.apply("ADDED", "Node", make_node("n1", cpu="4"))
+    pod = plain("p")
+    pod["metadata"]["uid"] = "u-1"
+    gang = plain("g")
+    gang["metadata"]["uid"] = "u-2"
+    gang["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "podgroup-u-1"
+    for obj in (pod, gang):
+        cache.apply("ADDED", "Pod", obj)
+    tasks = cache.snapshot().jobs[JobID("team/podgroup-u-1")].tasks
+    for task in tasks.values():
+        task.node_name = "n1"
+    cache.bind(list(tasks.values()))
+    assert cache.tasks[TaskID("u-1")].bind_annotations == {
+        "scheduling.k8s.io/group-name": "podgroup-u-1"}
+    assert cache.tasks[TaskID("u-2")].bind_annotations == {}

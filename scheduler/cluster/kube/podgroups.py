@@ -3,17 +3,23 @@
 The scheduler tracks jobs through PodGroups: a pod joins one through the
 ``scheduling.k8s.io/group-name`` annotation. Pods created by Deployments, StatefulSets or by
 hand carry none, and without Volcano's controller manager nobody would give them one. This
-controller does that work inside ``lahar run``: for each pending pod of our schedulers without a
-group it creates the PodGroup :func:`~scheduler.api.implied.implied_podgroup` describes, then
-writes the group name back onto the pod.
+controller does that work inside ``lahar run``: for each pod of our schedulers without a group
+(pending or not, as Volcano's controller) it creates the PodGroup
+:func:`~scheduler.api.implied.implied_podgroup` describes, then writes the group name onto the
+pod.
 
 None of it is on the scheduling loop's path: the cache schedules such a pod at once under its
 implied PodGroup (:mod:`scheduler.cache.implied`), and these writes go out from a small pool of
 worker threads, each retried with backoff, then again after ``retry_after`` seconds. A stalled
-API server slows the writes, never a decision.
+API server slows the writes, never a decision. While binds are queued the controller yields
+to them (one pod per ``trickle`` seconds); a pod bound meanwhile still gets its PodGroup
+afterwards. Its bind carried the group name (the API server applies a Binding's annotations to
+the pod), so then only the PodGroup is created and the pod is not patched.
 
 The names are Volcano's, so running next to Volcano's own controller is harmless: whichever
-writes first wins and the other finds the PodGroup already there.
+writes first wins and the other finds the PodGroup already there. A pod that names its implied
+PodGroup but whose PodGroup is missing (a bind that carried the name, then a restart before the
+PodGroup was written) gets it once the caches have synced.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from scheduler.api.implied import (
     COPIED_ANNOTATIONS,
     QUEUE_NAME_ANNOTATION,
     implied_podgroup,
+    implied_podgroup_name,
 )
 from scheduler.api.task import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
 from scheduler.cluster.kube.client import MERGE_PATCH, KubeClient, object_path
@@ -45,6 +52,15 @@ VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
 
 
 @dataclass(slots=True)
+class _Wanted:
+    """A pod waiting for its PodGroup (the latest version seen)."""
+
+    pod: dict[str, Any]
+    annotated: bool = False
+    """The pod names its implied PodGroup already (its Binding carried the name): no patch."""
+
+
+@dataclass(slots=True)
 class PodGroupController:
     """Creates PodGroups for our schedulers' plain pods (see the module docstring)."""
 
@@ -54,19 +70,25 @@ class PodGroupController:
     report: Callable[[Mapping[str, Any], str], None] | None = None
     """Called with the pod and a message when a pod cannot be given a PodGroup."""
     workers: int = 8
+    """Writes in flight at most."""
     retry_after: float = 1.0
     """Seconds before a pod whose writes failed (after their own retries) is tried again."""
     yield_to: Callable[[], bool] = lambda: False
     """True while binds are queued: then one pod is served per ``trickle`` seconds, so these
     writes take the API server's spare capacity, not the binds' (as status writes do)."""
     trickle: float = 0.1
+    known: Callable[[str, str], bool] = lambda namespace, name: False
+    """Whether the PodGroup ``namespace/name`` exists (``lahar run`` asks its cache)."""
+    synced: Callable[[], bool] = lambda: True
+    """Whether the caches have synced: nothing is written before (and ``known`` is trusted)."""
     _names: frozenset[str] = frozenset()
-    _pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _pending: dict[str, _Wanted] = field(default_factory=dict)
+    _unverified: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Pods listed already naming their implied PodGroup, checked once the caches synced."""
     _busy: set[str] = field(default_factory=set)
     _done: set[str] = field(default_factory=set)
     _served: int = 0
     """Pods served since the last summary line (one info line per burst, not per pod)."""
-    """Pods served whose annotated version the watch has not shown yet."""
     _not_before: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _wake: threading.Event = field(default_factory=threading.Event)
@@ -76,43 +98,51 @@ class PodGroupController:
     def __post_init__(self) -> None:
         self._names = frozenset(self.scheduler_names)
 
-    def wants(self, pod: Mapping[str, Any]) -> bool:
-        """A pending pod of ours, not being deleted, that belongs to no PodGroup."""
+    def ours(self, pod: Mapping[str, Any]) -> bool:
+        """A pod of our schedulers, not being deleted."""
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
-        annotations = meta.get("annotations") or {}
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
         return (spec.get("schedulerName", "default-scheduler") in self._names
-                and not spec.get("nodeName")
-                and phase == "Pending"
-                and not meta.get("deletionTimestamp")
-                and not annotations.get(GROUP_NAME_ANNOTATION)
-                and not annotations.get(VOLCANO_GROUP_NAME_ANNOTATION))
+                and not meta.get("deletionTimestamp"))
+
+    def wants(self, pod: Mapping[str, Any]) -> bool:
+        """A pod of ours, not being deleted, that belongs to no PodGroup."""
+        return self.ours(pod) and not _group_of(pod)
 
     def observe(self, event_type: str, pod: Mapping[str, Any]) -> None:
         """Feed one pod watch event (safe from any thread)."""
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        group = _group_of(pod) if event_type != "DELETED" and self.ours(pod) else None
         with self._lock:
-            if event_type != "DELETED" and self.wants(pod):
+            if group == "":  # ours, in no PodGroup yet
                 if key not in self._done:
-                    self._pending[key] = dict(pod)
+                    self._pending[key] = _Wanted(dict(pod))
                     self._wake.set()
-            else:
-                self._pending.pop(key, None)
-                self._not_before.pop(key, None)
-                self._done.discard(key)
+                return
+            wanted = self._pending.get(key)
+            if group is not None and _names_its_own(pod, group):
+                if wanted is not None:  # the bind brought the name before the patch
+                    wanted.pod, wanted.annotated = dict(pod), True
+                elif event_type == "ADDED" and key not in self._done:  # its PodGroup may lack
+                    self._unverified[key] = dict(pod)
+                    self._wake.set()
+                return
+            self._pending.pop(key, None)
+            self._unverified.pop(key, None)
+            self._not_before.pop(key, None)
+            self._done.discard(key)
 
     @property
     def pending(self) -> int:
         with self._lock:
-            return len(self._pending)
+            return len(self._pending) + len(self._unverified)
 
     def sync(self) -> int:
         """Serve every collected pod now, in this thread; returns how many were done."""
-        with self._lock:
-            batch = [item for item in self._pending.items() if item[0] not in self._busy]
-        return sum(self._finish(key, pod, self._serve(pod)) for key, pod in batch)
+        self._verify()
+        batch = self._take(limit=None)
+        return sum(self._finish(key, self._serve(key, wanted)) for key, wanted in batch)
 
     def start(self, stop: threading.Event) -> None:
         """Serve collected pods from background threads until ``stop`` is set."""
@@ -140,54 +170,77 @@ class PodGroupController:
             self._wake.clear()
             if stop.is_set():
                 return
+            if not self.synced():  # as Volcano's workers, which start after the caches sync
+                stop.wait(0.05)
+                continue
+            self._verify()
             yielding = self.yield_to()
-            batch = self._take(limit=1 if yielding else None)
-            for key, pod in batch:
+            with self._lock:
+                room = self.workers - len(self._busy)
+            batch = self._take(limit=min(room, 1) if yielding else room)
+            for key, wanted in batch:
                 try:
-                    self._pool.submit(self._work, key, pod)
+                    self._pool.submit(self._work, key, wanted)
                 except RuntimeError:  # the pool was shut down: stopping
                     return
 
-    def _take(self, *, limit: int | None) -> list[tuple[str, dict[str, Any]]]:
+    def _verify(self) -> None:
+        """Once the caches synced: pods listed naming a PodGroup that exists are done, the
+        others wait for their PodGroup to be created."""
+        with self._lock:
+            if not self._unverified or not self.synced():
+                return
+            for key, pod in self._unverified.items():
+                meta = pod.get("metadata") or {}
+                if self.known(meta.get("namespace", "default"), _group_of(pod)):
+                    self._done.add(key)
+                else:
+                    self._pending[key] = _Wanted(pod, annotated=True)
+            self._unverified.clear()
+
+    def _take(self, *, limit: int | None) -> list[tuple[str, _Wanted]]:
         """Up to ``limit`` pending pods that are neither in flight nor waiting to be retried,
         marked in flight."""
+        if limit is not None and limit <= 0:
+            return []
         now = time.monotonic()
-        batch: list[tuple[str, dict[str, Any]]] = []
+        batch: list[tuple[str, _Wanted]] = []
         with self._lock:
-            for key, pod in self._pending.items():
+            for key, wanted in self._pending.items():
                 if key in self._busy or self._not_before.get(key, 0.0) > now:
                     continue
-                batch.append((key, pod))
+                batch.append((key, wanted))
                 if limit is not None and len(batch) >= limit:
                     break
             self._busy.update(key for key, _ in batch)
         return batch
 
-    def _work(self, key: str, pod: dict[str, Any]) -> None:
+    def _work(self, key: str, wanted: _Wanted) -> None:
         try:
-            done = self._serve(pod)
+            done = self._serve(key, wanted)
         except Exception as error:  # a worker must never die with a pod in flight
             log.warning("cannot give a pod its PodGroup", pod=key, error=str(error))
             done = False
-        self._finish(key, pod, done)
+        self._finish(key, done)
 
-    def _finish(self, key: str, pod: dict[str, Any], done: bool) -> int:
+    def _finish(self, key: str, done: bool) -> int:
         with self._lock:
             self._busy.discard(key)
             if done:
                 self._not_before.pop(key, None)
-                self._done.add(key)
-                self._pending.pop(key, None)
+                if self._pending.pop(key, None) is not None:
+                    self._done.add(key)
                 self._served += 1
-                if not self._pending and not self._busy:
+                if not self._pending and not self._busy and self._served:
                     log.info("gave plain pods their PodGroups", pods=self._served)
                     self._served = 0
             else:
                 self._not_before[key] = time.monotonic() + self.retry_after
-                self._wake.set()  # the dispatcher waits out retry_after before trying again
+        self._wake.set()  # room for the next pod; a failed one waits out retry_after
         return int(done)
 
-    def _serve(self, pod: Mapping[str, Any]) -> bool:
+    def _serve(self, key: str, wanted: _Wanted) -> bool:
+        pod = wanted.pod
         meta = pod.get("metadata") or {}
         namespace, name = meta.get("namespace", "default"), meta.get("name", "")
         try:
@@ -210,6 +263,10 @@ class PodGroupController:
                 log.warning("cannot create PodGroup", podgroup=f"{namespace}/{group_name}",
                             pod=f"{namespace}/{name}", error=str(error))
                 return False
+        with self._lock:
+            current = self._pending.get(key, wanted)
+            if current.annotated:
+                return True  # its bind wrote the name meanwhile
         patch = {"metadata": {"annotations": {GROUP_NAME_ANNOTATION: group_name}}}
         try:
             self.retry.call(self.client.request_json, "PATCH",
@@ -222,3 +279,17 @@ class PodGroupController:
                         podgroup=group_name, error=str(error))
             return False
         return True
+
+
+def _group_of(pod: Mapping[str, Any]) -> str:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(GROUP_NAME_ANNOTATION)
+               or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION) or "")
+
+
+def _names_its_own(pod: Mapping[str, Any], group: str) -> bool:
+    """Whether ``group`` is the PodGroup this controller would make for ``pod``."""
+    try:
+        return group == implied_podgroup_name(pod)
+    except (ObjectError, ValueError, KeyError, TypeError):
+        return False

@@ -361,6 +361,12 @@ def _feed(cache: Any, kind: str, groups: PodGroupController | None = None,
     return handler
 
 
+def _known_podgroup(cache: Any, namespace: str, name: str) -> bool:
+    """Whether the cache holds the real PodGroup (not only the one a plain pod implies)."""
+    uid = f"{namespace}/{name}"
+    return uid in cache.podgroups and uid not in cache.implied
+
+
 def _report_pod(writer: KubeClusterWriter, pod: Mapping[str, Any], message: str) -> None:
     meta = pod.get("metadata") or {}
     involved = ObjectRef(kind="Pod", name=meta.get("name", ""),
@@ -418,13 +424,17 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     binds = cache.binds
     groups = (PodGroupController(client, args.scheduler_name,
                                  report=lambda pod, message: _report_pod(writer, pod, message),
-                                 yield_to=lambda: binds is not None and binds.recently_busy())
+                                 yield_to=lambda: binds is not None and binds.recently_busy(),
+                                 known=lambda namespace, name: _known_podgroup(cache, namespace,
+                                                                               name))
               if args.enable_podgroup_controller else None)
     discovery = (DiscoveryController(client, args.hypernode_discovery_config, leading=leading)
                  if args.hypernode_discovery_config else None)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind, groups, discovery))
                                  for spec in RESOURCES])
+    if groups is not None:
+        groups.synced = lambda: reflectors.has_synced
     # The first mirror makes objects that live on (pods, nodes, their tasks): collections
     # while it loads would only walk them again and again. Once it is in, they leave the
     # collector's reach (gc.freeze), and so does what survives each cycle (see Collector).
