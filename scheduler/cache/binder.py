@@ -49,7 +49,13 @@ class BindPool(Generic[T]):
     dropped: Callable[[T], None] | None = None
     name: str = "bind"
     _queue: deque[T] = field(default_factory=deque)
-    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _items: threading.Condition = field(init=False)
+    """Workers wait here for a bind (one is woken per bind, not all of them)."""
+    _room: threading.Condition = field(init=False)
+    """A submit waits here while the queue is full."""
+    _idle: threading.Condition = field(init=False)
+    """Drain and stop wait here for the queue and the workers to be done."""
     _active: int = 0
     _threads: list[threading.Thread] = field(default_factory=list)
     _closed: bool = False
@@ -63,6 +69,9 @@ class BindPool(Generic[T]):
             raise ValueError(f"a bind pool needs at least one worker, got {self.workers}")
         if self.capacity < 1:
             raise ValueError(f"a bind pool needs a capacity of at least 1, got {self.capacity}")
+        self._items = threading.Condition(self._lock)
+        self._room = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)
 
     def start(self) -> BindPool[T]:
         for number in range(self.workers):
@@ -74,15 +83,15 @@ class BindPool(Generic[T]):
 
     def submit(self, item: T) -> bool:
         """Queue ``item``, waiting while the queue is full; False once the pool is closed."""
-        with self._cond:
+        with self._lock:
             while len(self._queue) >= self.capacity and not self._closed:
-                self._cond.wait(0.1)
+                self._room.wait(0.1)
             if self._closed:
                 closed = True
             else:
                 closed = False
                 self._queue.append(item)
-                self._cond.notify_all()
+                self._items.notify()
         if closed:
             self._drop(item)
         return not closed
@@ -90,7 +99,7 @@ class BindPool(Generic[T]):
     @property
     def backlog(self) -> int:
         """Binds queued or being sent."""
-        with self._cond:
+        with self._lock:
             return len(self._queue) + self._active
 
     def busy(self) -> bool:
@@ -103,8 +112,8 @@ class BindPool(Generic[T]):
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every queued bind was sent (or dropped); False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._active, timeout)
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._queue and not self._active, timeout)
 
     def stop(self, *, drain: bool, timeout: float = 30.0) -> None:
         """Stop taking binds; send what is queued first when ``drain``, else drop it.
@@ -114,28 +123,30 @@ class BindPool(Generic[T]):
         """
         if drain:
             self.drain(timeout)
-        with self._cond:
+        with self._lock:
             self._closed = True
             left = list(self._queue)
             self._queue.clear()
-            self._cond.notify_all()
+            self._items.notify_all()
+            self._room.notify_all()
+            self._idle.notify_all()
         for item in left:
             self._drop(item)
-        with self._cond:
-            self._cond.wait_for(lambda: not self._active, timeout)
+        with self._lock:
+            self._idle.wait_for(lambda: not self._active, timeout)
         for thread in self._threads:
             thread.join(1.0)
 
     def _work(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 while not self._queue and not self._closed:
-                    self._cond.wait()
+                    self._items.wait()
                 if not self._queue:
                     return
                 item = self._queue.popleft()
                 self._active += 1
-                self._cond.notify_all()  # room for a waiting submit
+                self._room.notify()  # room for a waiting submit
             outcome = "dropped"
             try:
                 if self.gate():
@@ -143,14 +154,15 @@ class BindPool(Generic[T]):
                 else:
                     self._drop(item)
             finally:
-                with self._cond:
+                with self._lock:
                     self._active -= 1
                     self._last_done = time.monotonic()
                     if outcome == "sent":
                         self.sent += 1
                     elif outcome == "failed":
                         self.failed += 1
-                    self._cond.notify_all()
+                    if not self._queue and not self._active:
+                        self._idle.notify_all()
 
     def _send(self, item: T) -> str:
         try:
@@ -161,7 +173,7 @@ class BindPool(Generic[T]):
         return "sent"
 
     def _drop(self, item: T) -> None:
-        with self._cond:
+        with self._lock:
             self.discarded += 1
         if self.dropped is not None:
             try:
