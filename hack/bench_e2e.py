@@ -288,16 +288,18 @@ def api_server(kubeconfig: str) -> Iterator[str]:
 
 
 def watch_binds(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
-                timeout: float) -> list[float]:
+                timeout: float, alive: Callable[[], bool] = lambda: True) -> list[float]:
     """Seconds since ``started`` at which each of ``pods`` was seen bound, in order."""
     return sorted(bound_at(cluster, namespace=namespace, pods=pods, started=started,
-                           timeout=timeout).values())
+                           timeout=timeout, alive=alive).values())
 
 
 def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
-             timeout: float, into: dict[str, float] | None = None) -> dict[str, float]:
+             timeout: float, into: dict[str, float] | None = None,
+             alive: Callable[[], bool] = lambda: True) -> dict[str, float]:
     """Seconds since ``started`` (a ``time.perf_counter`` value) at which each of ``pods``
-    was seen bound, by name; filled into ``into`` as they come when one is given.
+    was seen bound, by name; filled into ``into`` as they come when one is given. Gives up
+    at ``timeout`` or, within a watch's 30 s, once ``alive()`` says the scheduler is gone.
 
     The watch is read with the project's light client and plain JSON: the official client's
     watch turns every event into a model object (a few ms of CPU each), and a scheduler whose
@@ -314,7 +316,7 @@ def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float
                 bound_at[pod["metadata"]["name"]] = time.perf_counter() - started
         version = listing["metadata"]["resourceVersion"]
         deadline = time.monotonic() + timeout
-        while len(bound_at) < len(pods) and time.monotonic() < deadline:
+        while len(bound_at) < len(pods) and time.monotonic() < deadline and alive():
             response = light.request("GET", path, query={
                 "watch": True, "allowWatchBookmarks": True, "resourceVersion": version,
                 "timeoutSeconds": 30}, timeout=(5.0, 60.0))
@@ -329,7 +331,7 @@ def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float
                         bound_at[name] = time.perf_counter() - started
                         if len(bound_at) == len(pods):
                             break
-                    if time.monotonic() > deadline:
+                    if time.monotonic() > deadline or not alive():
                         break
             finally:
                 response.release_conn()

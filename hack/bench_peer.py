@@ -16,7 +16,8 @@ server, not its client's rate limit, is the bound. With ``--arrival-rate``, a se
 scheduler: pods created at that steady rate for ``--arrival-seconds`` while it runs, and the
 p50/p99 of create → bound (``*_arrival_p50_s``, ``*_arrival_p99_s``). Eight threads send the
 creates over the project's own kept-alive client; ``*_arrival_sent_per_second`` is the rate
-they actually left at (below ``--arrival-rate`` when this machine could not create faster).
+they actually left at (below ``--arrival-rate`` when this machine could not create faster);
+``*_arrival_cpu_s`` the scheduler's CPU seconds over that phase.
 
 The project is byte-compiled before the first start, as an installed wheel is.
 
@@ -239,10 +240,12 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
     key = name.replace("-", "_")
     try:
         times = watch_binds(cluster, namespace=namespace, pods=set(pods), started=started,
-                            timeout=args.timeout)
+                            timeout=args.timeout, alive=lambda: process.poll() is None)
         if len(times) < len(pods):
-            raise SystemExit(f"{name}: only {len(times)} of {len(pods)} pods bound in "
-                             f"{args.timeout:.0f}s; log: {log_path}")
+            ended = process.poll()
+            why = f"exited with {ended}" if ended is not None else f"in {args.timeout:.0f}s"
+            raise SystemExit(f"{name}: only {len(times)} of {len(pods)} pods bound, {why}; "
+                             f"log: {log_path}")
         cpu = cpu_seconds(process.pid)
         result[f"{key}_cpu_s"] = None if cpu is None else round(cpu, 2)
         span = times[-1] - times[0]
@@ -253,6 +256,9 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
             latencies, sent_rate = arrivals(cluster, namespace, scheduler, run_id,
                                             rate=args.arrival_rate,
                                             seconds=args.arrival_seconds, timeout=args.timeout)
+            after = cpu_seconds(process.pid)
+            result[f"{key}_arrival_cpu_s"] = (None if after is None or cpu is None
+                                             else round(after - cpu, 2))
             result[f"{key}_arrival_sent_per_second"] = round(sent_rate, 1)
             result[f"{key}_arrival_p50_s"] = percentile(latencies, 50)
             result[f"{key}_arrival_p99_s"] = percentile(latencies, 99)
