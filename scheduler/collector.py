@@ -13,6 +13,9 @@ Something that becomes cyclic garbage after it was frozen is not freed until the
 collection, so one runs, unfrozen, whenever the heap has grown by ``growth`` (by default:
 doubled) since the last one. That bounds what could leak to the size of the live heap and
 makes full collections rare and amortised, as CPython's own rule is, but on the whole heap.
+A full collection still stops every thread for a few tenths of a second, so while the scheduler
+is busy (the cycle placed pods, or writes are waiting) it waits until the heap has grown by
+``busy_growth`` (by default: four times), and runs at the first quiet cycle after ``growth``.
 The heap is measured by :func:`sys.getallocatedblocks` (about 1 ms for 12 million blocks),
 not by :func:`gc.get_freeze_count`, which walks the frozen list (90 ms for 4 million).
 """
@@ -37,7 +40,9 @@ log = structlog.get_logger("lahar.collector")
 class Collector:
     growth: float = 1.0
     """A full collection runs once the heap exceeds ``(1 + growth)`` times what the last one
-    left."""
+    left..."""
+    busy_growth: float = 3.0
+    """...or, after a busy cycle, ``(1 + busy_growth)`` times."""
     collector: ModuleType = gc
     heap: Callable[[], int] = sys.getallocatedblocks
     clock: Callable[[], float] = time.perf_counter
@@ -50,12 +55,13 @@ class Collector:
         self.collector.freeze()
         self.baseline = self.heap()
 
-    def after_cycle(self) -> None:
+    def after_cycle(self, *, busy: bool = False) -> None:
         """Freeze what survived this cycle; run a full collection when the heap has grown
-        past the threshold."""
+        past the threshold (the higher one when ``busy``)."""
         self.collector.freeze()
         heap = self.heap()
-        if heap <= max(self.baseline, 1) * (1.0 + self.growth):
+        growth = self.busy_growth if busy else self.growth
+        if heap <= max(self.baseline, 1) * (1.0 + growth):
             return
         started = self.clock()
         self.collector.unfreeze()

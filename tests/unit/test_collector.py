@@ -85,6 +85,23 @@ def test_growth_sets_the_threshold() -> None:
     assert policy.full_collections == 1
 
 
+def test_a_busy_scheduler_waits_for_a_quiet_cycle_or_four_times_the_heap() -> None:
+    """A full collection stops every thread: while cycles place pods it waits, up to a heap
+    of four times the baseline, and runs at the first quiet cycle past double."""
+    heap, fake = Heap(1000), FakeGc()
+    policy = _policy(heap, fake)
+    policy.settle()
+    for blocks in (2500, 3500, 4000):
+        heap.blocks = blocks
+        policy.after_cycle(busy=True)
+    assert policy.full_collections == 0
+    policy.after_cycle(busy=False)
+    assert policy.full_collections == 1 and policy.baseline == 4000
+    heap.blocks = 16_001
+    policy.after_cycle(busy=True)
+    assert policy.full_collections == 2
+
+
 @pytest.fixture
 def collector_paused() -> Iterator[None]:
     """No automatic collection may free a cycle before the test counts what is left."""

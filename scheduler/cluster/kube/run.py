@@ -476,9 +476,11 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         while not stop.is_set():
             health.synced = reflectors.has_synced
             try:
+                placed_before = cache.committed_binds
                 stats = scheduler.run_once()
                 cache.flush()
-                collector.after_cycle()
+                collector.after_cycle(busy=cache.committed_binds != placed_before
+                                      or cache.pending_writes > 0)
                 log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
                           binds_waiting=cache.binds.backlog if cache.binds else 0,
                           status_waiting=cache.background.backlog if cache.background else 0)
