@@ -11,6 +11,8 @@ Fit errors are built only when nothing fits, naming each node's first failing ch
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from scheduler.api.node import NodeInfo
@@ -58,7 +60,10 @@ def feasible_nodes(
     exact_failures: list[tuple[int, str]] = []
     if len(rows):
         start = session.cursor % max(len(table), 1)
-        split = int(rows.searchsorted(start))  # rows are ascending: [start, n) then [0, start)
+        # rows are ascending: [start, n) then [0, start). Not ndarray.searchsorted, which lets
+        # go of the GIL even for 200 rows: under `lahar run` another thread then takes it and
+        # the cycle waits up to a switch interval (0.23 ms a call, 8% of a busy cycle).
+        split = bisect.bisect_left(rows, start)
         rows = np.concatenate((rows[split:], rows[:split]))
         if session.wants_exact(task):
             rows, exact_failures = _exact(session, task, rows, target)
