@@ -472,15 +472,17 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     watcher = (ConfWatcher(args.scheduler_conf, load=load_conf, apply=scheduler.set_conf)
                if args.scheduler_conf else None)
     log.info("scheduling", names=args.scheduler_name, period=args.schedule_period)
+    sent = 0
     try:
         while not stop.is_set():
             health.synced = reflectors.has_synced
             try:
-                placed_before = cache.committed_binds
                 stats = scheduler.run_once()
                 cache.flush()
-                collector.after_cycle(busy=cache.committed_binds != placed_before
-                                      or cache.pending_writes > 0)
+                # Busy: binds went out since the last cycle, or writes are waiting.
+                sent_before = sent
+                sent = binds.sent if binds is not None else 0
+                collector.after_cycle(busy=sent != sent_before or cache.pending_writes > 0)
                 log.debug("cycle done", seconds=round(stats.seconds, 4), jobs=stats.jobs,
                           binds_waiting=cache.binds.backlog if cache.binds else 0,
                           status_waiting=cache.background.backlog if cache.background else 0)
