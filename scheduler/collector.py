@@ -14,8 +14,9 @@ collection, so one runs, unfrozen, whenever the heap has grown by ``growth`` (by
 doubled) since the last one. That bounds what could leak to the size of the live heap and
 makes full collections rare and amortised, as CPython's own rule is, but on the whole heap.
 A full collection still stops every thread for a few tenths of a second, so while the scheduler
-is busy (the cycle placed pods, or writes are waiting) it waits until the heap has grown by
-``busy_growth`` (by default: four times), and runs at the first quiet cycle after ``growth``.
+is busy (binds went out since the last cycle, or writes are waiting) it waits until the heap
+has grown by ``busy_growth`` (by default: four times), and runs at the first quiet cycle after
+``growth``.
 The heap is measured by :func:`sys.getallocatedblocks` (about 1 ms for 12 million blocks),
 not by :func:`gc.get_freeze_count`, which walks the frozen list (90 ms for 4 million).
 """

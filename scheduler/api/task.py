@@ -24,6 +24,7 @@ __all__ = [
     "TASK_SPEC_KEY",
     "TaskInfo",
     "go_parse_int32",
+    "group_of",
     "parse_time",
     "pod_key",
     "preemptable_flag",
@@ -150,7 +151,8 @@ def task_status_of(pod: Mapping[str, Any]) -> TaskStatus:
     return TaskStatus.UNKNOWN
 
 
-def _group_of(meta: Mapping[str, Any]) -> str:
+def group_of(meta: Mapping[str, Any]) -> str:
+    """The PodGroup an object's metadata names (either annotation), or ""."""
     annotations = meta.get("annotations") or {}
     return str(
         annotations.get(GROUP_NAME_ANNOTATION)
@@ -215,7 +217,7 @@ def task_from_pod(
         resreq, init_resreq = pod_requests(pod, ignored=ignored, notes=notes)
     else:
         resreq, init_resreq, spec_info = parsed
-    group = _group_of(meta)
+    group = group_of(meta)
     priority = spec.get("priority")
     if priority is None or isinstance(priority, bool) or not isinstance(priority, int):
         priority = 1

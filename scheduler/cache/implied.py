@@ -21,11 +21,7 @@ from typing import Any, Protocol
 from scheduler.api.errors import ObjectError
 from scheduler.api.implied import implied_podgroup, implied_podgroup_name
 from scheduler.api.podgroup import PodGroup, podgroup_from_object
-from scheduler.api.task import (
-    GROUP_NAME_ANNOTATION,
-    VOLCANO_GROUP_NAME_ANNOTATION,
-    TaskInfo,
-)
+from scheduler.api.task import GROUP_NAME_ANNOTATION, TaskInfo, group_of
 from scheduler.api.types import JobID, TaskID
 from scheduler.cache.jobs import JobChanges
 
@@ -75,10 +71,7 @@ class ImpliedGroups:
         """Let the Binding of a pod that names no PodGroup carry the name of the one it is
         scheduled under: the API server applies a Binding's annotations to the pod, so the pod
         is annotated with its bind and the controller need not patch it."""
-        if not self.enabled or not task.job:
-            return
-        annotations = task.annotations
-        if annotations.get(GROUP_NAME_ANNOTATION) or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION):
+        if not self.enabled or not task.job or group_of(task.pod.get("metadata") or {}):
             return
         task.bind_annotations[GROUP_NAME_ANNOTATION] = task.job.partition("/")[2]
 

@@ -28,7 +28,7 @@ from scheduler.api.resource import (
     format_quantity,
     resource_from_list,
 )
-from scheduler.api.task import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
+from scheduler.api.task import group_of
 from scheduler.commands.inspect import run_inspect
 from scheduler.commands.tables import table_lines
 
@@ -147,9 +147,7 @@ def _allocatable(node: Obj, warnings: list[str]) -> Resource:
 
 def _group_key(pod: Obj) -> str:
     meta = pod.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    group = annotations.get(GROUP_NAME_ANNOTATION) or annotations.get(
-        VOLCANO_GROUP_NAME_ANNOTATION)
+    group = group_of(meta)
     return f"{meta.get('namespace') or 'default'}/{group}" if group else ""
 
 

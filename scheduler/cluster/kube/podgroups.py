@@ -40,7 +40,7 @@ from scheduler.api.implied import (
     implied_podgroup,
     implied_podgroup_name,
 )
-from scheduler.api.task import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
+from scheduler.api.task import GROUP_NAME_ANNOTATION, group_of
 from scheduler.cluster.kube.client import MERGE_PATCH, KubeClient, object_path
 from scheduler.cluster.kube.retry import RetryPolicy, status_of
 
@@ -105,15 +105,11 @@ class PodGroupController:
         return (spec.get("schedulerName", "default-scheduler") in self._names
                 and not meta.get("deletionTimestamp"))
 
-    def wants(self, pod: Mapping[str, Any]) -> bool:
-        """A pod of ours, not being deleted, that belongs to no PodGroup."""
-        return self.ours(pod) and not _group_of(pod)
-
     def observe(self, event_type: str, pod: Mapping[str, Any]) -> None:
         """Feed one pod watch event (safe from any thread)."""
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
-        group = _group_of(pod) if event_type != "DELETED" and self.ours(pod) else None
+        group = group_of(meta) if event_type != "DELETED" and self.ours(pod) else None
         with self._lock:
             if group == "":  # ours, in no PodGroup yet
                 if key not in self._done:
@@ -192,7 +188,7 @@ class PodGroupController:
                 return
             for key, pod in self._unverified.items():
                 meta = pod.get("metadata") or {}
-                if self.known(meta.get("namespace", "default"), _group_of(pod)):
+                if self.known(meta.get("namespace", "default"), group_of(meta)):
                     self._done.add(key)
                 else:
                     self._pending[key] = _Wanted(pod, annotated=True)
@@ -231,7 +227,7 @@ class PodGroupController:
                 if self._pending.pop(key, None) is not None:
                     self._done.add(key)
                 self._served += 1
-                if not self._pending and not self._busy and self._served:
+                if not self._pending and not self._busy:
                     log.info("gave plain pods their PodGroups", pods=self._served)
                     self._served = 0
             else:
@@ -279,12 +275,6 @@ class PodGroupController:
                         podgroup=group_name, error=str(error))
             return False
         return True
-
-
-def _group_of(pod: Mapping[str, Any]) -> str:
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(GROUP_NAME_ANNOTATION)
-               or annotations.get(VOLCANO_GROUP_NAME_ANNOTATION) or "")
 
 
 def _names_its_own(pod: Mapping[str, Any], group: str) -> bool:
