@@ -6,6 +6,12 @@ on scheduling. One POST per pod is what both Volcano (a goroutine per bind batch
 kube-scheduler (a goroutine per pod) do; a serial write path caps a cycle at one round trip per
 pod.
 
+Queued binds leave oldest pod first when the pool is given an ``order`` (``lahar run`` passes
+the order in which the cache first saw each pod): a session places pods in its job order, not in
+order of arrival, and under a steady stream of pods a burst of a few hundred binds can take the
+API server a second to drain; the pod that has waited longest for its cycle is then sent first
+instead of behind the whole burst. This changes no placement, only the order of the writes.
+
 The queue is bounded (Volcano's ``BindFlowChannel`` holds 5,000): a full queue makes
 :meth:`BindPool.submit` wait, which slows the session down instead of piling up memory. Every
 bind passes ``gate`` right before it is sent; once the gate says no (the leader Lease is lost) a
@@ -14,9 +20,10 @@ queued bind is handed to ``dropped`` instead of being sent, so no bind leaves af
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -40,6 +47,8 @@ class BindPool(Generic[T]):
 
     ``dropped(item)`` gets the items that were never sent because the gate closed or the pool
     was stopped without draining. ``send`` must not raise; an exception is logged and counted.
+    ``order(item)`` ranks queued items (lowest first, ties in submit order); without it the
+    queue is first in, first out.
     """
 
     send: Callable[[T], None]
@@ -48,7 +57,10 @@ class BindPool(Generic[T]):
     gate: Callable[[], bool] = _always
     dropped: Callable[[T], None] | None = None
     name: str = "bind"
-    _queue: deque[T] = field(default_factory=deque)
+    order: Callable[[T], int] | None = None
+    _queue: list[tuple[int, int, T]] = field(default_factory=list)
+    """A heap of ``(rank, submit number, item)``."""
+    _submitted: itertools.count[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _items: threading.Condition = field(init=False)
     """Workers wait here for a bind (one is woken per bind, not all of them)."""
@@ -83,6 +95,8 @@ class BindPool(Generic[T]):
 
     def submit(self, item: T) -> bool:
         """Queue ``item``, waiting while the queue is full; False once the pool is closed."""
+        number = next(self._submitted)
+        entry = (number if self.order is None else self.order(item), number, item)
         with self._lock:
             while len(self._queue) >= self.capacity and not self._closed:
                 self._room.wait(0.1)
@@ -90,7 +104,7 @@ class BindPool(Generic[T]):
                 closed = True
             else:
                 closed = False
-                self._queue.append(item)
+                heapq.heappush(self._queue, entry)
                 self._items.notify()
         if closed:
             self._drop(item)
@@ -125,7 +139,7 @@ class BindPool(Generic[T]):
             self.drain(timeout)
         with self._lock:
             self._closed = True
-            left = list(self._queue)
+            left = [item for _, _, item in sorted(self._queue)]
             self._queue.clear()
             self._items.notify_all()
             self._room.notify_all()
@@ -144,7 +158,7 @@ class BindPool(Generic[T]):
                     self._items.wait()
                 if not self._queue:
                     return
-                item = self._queue.popleft()
+                item = heapq.heappop(self._queue)[2]
                 self._active += 1
                 self._room.notify()  # room for a waiting submit
             outcome = "dropped"

@@ -21,6 +21,7 @@ object whose node does not exist get a Warning event and one log line.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -106,6 +107,10 @@ class SchedulerCache(CacheWrites):
         self.nodes: dict[str, NodeInfo] = {}
         self.tasks: dict[TaskID, TaskInfo] = {}
         self.pods: dict[str, Mapping[str, Any]] = {}
+        self.arrivals: dict[str, int] = {}
+        """Unbound pods of the cache → a number counting up in the order they were first seen;
+        binds leave in this order (:class:`BindPool`)."""
+        self._arrival_numbers = itertools.count()
         self.strings = StringTable()
         """One copy of each short string the cached pods share (namespaces, nodes, phases)."""
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
@@ -303,6 +308,7 @@ class SchedulerCache(CacheWrites):
                 self.implied.release(old.job, members=self.tasks_by_job.get(old.job),
                                      podgroups=self.podgroups, pool=self.pool)
             self.pods.pop(key, None)
+            self.arrivals.pop(key, None)
             self.status.forget_pod(key)
             self.resync.forget(key)
             return
@@ -326,6 +332,7 @@ class SchedulerCache(CacheWrites):
             self._remove_task(old)
         if task is None:
             self.pods.pop(key, None)
+            self.arrivals.pop(key, None)
             return
         if not task.job and ours and self.implied.enabled:
             self.implied.adopt(task, obj, podgroups=self.podgroups, pool=self.pool)
@@ -340,7 +347,10 @@ class SchedulerCache(CacheWrites):
             self.broken.pop(f"Pod {key} (read in part)", None)
         if task.node_name:
             self.resync.forget(key)  # bound: a past bind failure no longer matters
-        elif self.resync.waiting(key):
+            self.arrivals.pop(key, None)
+        elif key not in self.arrivals:
+            self.arrivals[key] = next(self._arrival_numbers)
+        if not task.node_name and self.resync.waiting(key):
             return  # held back until its resync is due
         self.status.seen_pod(key, obj)
         self._add_task(task)

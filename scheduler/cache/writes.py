@@ -44,6 +44,7 @@ class CacheWrites:
     lock: threading.RLock
     tasks: dict[TaskID, TaskInfo]
     pods: dict[str, Mapping[str, Any]]
+    arrivals: dict[str, int]
     resync: ResyncQueue
     status: StatusRecorder
     podgroups: dict[JobID, PodGroup]
@@ -294,13 +295,17 @@ class CacheWrites:
     def start_background(self, *, bind_workers: int, gate: Callable[[], bool] | None = None,
                          status_workers: int = 2, bind_capacity: int = 5000,
                          status_capacity: int = 20_000) -> None:
-        """Write binds from ``bind_workers`` threads and status through a coalescing writer.
+        """Write binds from ``bind_workers`` threads, the pod first seen first, and status
+        through a coalescing writer.
 
         ``gate`` is asked right before each bind is sent (``lahar run`` passes "still the
         leader"); a bind it refuses is not sent and its task goes back to Pending.
         """
-        pool: BindPool[TaskInfo] = BindPool(send=self._write_bind, workers=bind_workers,
-                                            capacity=bind_capacity, dropped=self._bind_dropped)
+        arrivals = self.arrivals
+        pool: BindPool[TaskInfo] = BindPool(
+            send=self._write_bind, workers=bind_workers, capacity=bind_capacity,
+            dropped=self._bind_dropped,
+            order=lambda task: arrivals.get(f"{task.namespace}/{task.name}", -1))
         if gate is not None:
             pool.gate = gate
         self.binds = pool.start()

@@ -452,3 +452,31 @@ def test_a_new_leader_rewrites_conditions_its_predecessor_left_stale_or_unwritte
         assert "Insufficient cpu" in condition["message"], condition
         assert condition["message"] != stale["message"]
     assert ((apiserver.get(PODGROUPS, "team/huge") or {}).get("status") or {}).get("phase")
+
+
+def test_queued_binds_leave_in_the_order_the_pods_arrived(
+        apiserver: ApiServerDouble, mirror_of: Callable[[int], Mirror]) -> None:
+    """The session places jobs in Volcano's job order (``JobInfo`` creation time, then UID,
+    which is ``namespace/name``); the bind pool sends queued binds oldest pod first. Here the
+    pods arrive p0 … p7 while their PodGroups run the other way (p7's is the oldest and first by
+    name), so the session commits p7 first and p0 last; the one worker takes whichever bind is
+    queued first when it wakes, and the rest leave p0 first."""
+    mirror = mirror_of(0)
+    for index in reversed(range(8)):
+        apiserver.create(PODGROUPS, podgroup(f"g{9 - index}"))
+    for index in range(8):
+        apiserver.create("v1/pods", pod(f"p{index}", group=f"g{9 - index}"))
+        wait_until(lambda index=index: mirror.task(f"p{index}") is not None,
+                   message=f"p{index} in the cache")
+    assert [mirror.cache.arrivals[f"team/p{i}"] for i in range(8)] == sorted(
+        mirror.cache.arrivals.values())
+    mirror.start(workers=1)
+    mirror.writer.bind_gate.clear()  # the one worker holds the first bind
+    mirror.scheduler.run_once()
+    wait_until(lambda: mirror.writer.in_flight == 1, message="the first bind in flight")
+    mirror.writer.bind_gate.set()
+    assert mirror.cache.binds is not None and mirror.cache.binds.drain(10.0)
+    order = [r.path.split("/")[-2] for r in apiserver.requests_to("POST", r"/binding$")]
+    taken, queued = order[0], order[1:]
+    assert queued == [f"p{i}" for i in range(8) if f"p{i}" != taken]
+    wait_until(lambda: not mirror.cache.arrivals, message="bound pods leave the arrival order")
