@@ -156,21 +156,22 @@ def record_victims(count: int) -> None:
     PREEMPTION_VICTIMS.set(count)
 
 
-def set_unschedulable(tasks_by_job: Mapping[str, int]) -> None:
-    """Replace the per-job count of unschedulable tasks and the unschedulable job count.
+def set_unschedulable(changed: Mapping[str, int | None], jobs: int) -> None:
+    """Move the per-job count of unschedulable tasks and set the unschedulable job count.
 
-    ``tasks_by_job`` maps every job of the session (by PodGroup name, Volcano's ``job_id``
-    label) to the tasks its gang still lacks, 0 for a ready job; jobs counted with more than
-    0 make ``volcano_unschedule_job_count``. Series of jobs no longer present are dropped.
+    ``changed`` maps the jobs (by PodGroup name, Volcano's ``job_id`` label) whose count
+    changed since the last call to the tasks their gang still lacks, 0 for a ready job, or to
+    None for a job no longer present (its series is dropped). ``jobs`` is how many jobs now
+    count more than 0 (``volcano_unschedule_job_count``).
     """
-    for job in _known_jobs.keys() - tasks_by_job.keys():
-        UNSCHEDULE_TASKS.remove(job)
-        del _known_jobs[job]
-    for job, count in tasks_by_job.items():
-        if _known_jobs.get(job) != count:  # only what changed: most jobs keep their count
+    for job, count in changed.items():
+        if count is None:
+            if _known_jobs.pop(job, None) is not None:
+                UNSCHEDULE_TASKS.remove(job)
+        elif _known_jobs.get(job) != count:
             UNSCHEDULE_TASKS.labels(job_id=job).set(count)
             _known_jobs[job] = count
-    UNSCHEDULE_JOBS.set(sum(1 for count in tasks_by_job.values() if count > 0))
+    UNSCHEDULE_JOBS.set(jobs)
 
 
 def set_queue(name: str, *, allocated: Mapping[str, float] | None = None,

@@ -161,6 +161,11 @@ class SchedulerCache(CacheWrites):
         the metric by name alone), for every name some job in ``unready`` has."""
         self._unready_jobs: dict[str, int] = {}
         """PodGroup name → how many jobs of that name ``unready`` holds."""
+        self.unready_changed: set[str] = set()
+        """Names whose entry in ``unready_by_name`` changed or went since the cycle metrics
+        last took them (they publish what changed, not every job each cycle)."""
+        self.unready_positive = 0
+        """How many names in ``unready_by_name`` have a sum above 0."""
         self.usage = QueueUsage()
         """Per-queue requests and allocations of the cached pods, moved on every change once
         the cycle metrics first read them."""
@@ -370,19 +375,23 @@ class SchedulerCache(CacheWrites):
         """Record (or with None drop) a job's unready count, keeping the sums by name."""
         old = self.unready.pop(uid, None)
         if old is not None:
-            name, count = old
-            jobs = self._unready_jobs[name] - 1
-            if jobs:
-                self._unready_jobs[name] = jobs
-                self.unready_by_name[name] -= count
-            else:
-                del self._unready_jobs[name]
-                del self.unready_by_name[name]
+            self._move_unready(old[0], -1, -old[1])
         if entry is not None:
-            name, count = entry
             self.unready[uid] = entry
-            self._unready_jobs[name] = self._unready_jobs.get(name, 0) + 1
-            self.unready_by_name[name] = self.unready_by_name.get(name, 0) + count
+            self._move_unready(entry[0], +1, entry[1])
+
+    def _move_unready(self, name: str, jobs: int, count: int) -> None:
+        before = self.unready_by_name.get(name, 0)
+        left = self._unready_jobs.get(name, 0) + jobs
+        if left:
+            self._unready_jobs[name] = left
+            self.unready_by_name[name] = after = before + count
+        else:
+            self._unready_jobs.pop(name, None)
+            self.unready_by_name.pop(name, None)
+            after = 0
+        self.unready_positive += (after > 0) - (before > 0)
+        self.unready_changed.add(name)
 
     def _add_task(self, task: TaskInfo) -> None:
         if self.usage.active:

@@ -130,6 +130,7 @@ def assert_usage(cache: SchedulerCache) -> None:
     for name, count in cache.unready.values():
         by_name[name] = by_name.get(name, 0) + count
     assert cache.unready_by_name == by_name
+    assert cache.unready_positive == sum(1 for count in by_name.values() if count > 0)
 
 
 def assert_same(cache: SchedulerCache, conf: SchedulerConf) -> Session:

@@ -49,10 +49,13 @@ def record_cycle(stats: Any, cache: Any) -> None:
         request, allocated = cache.usage.totals(lambda: cache.tasks.values(), cache._queue_of)
         queues = [(queue.name, queue.weight, queue.capability) for queue in cache.queues.values()]
         # Volcano labels by PodGroup name alone; same-named jobs in two namespaces add up.
-        unready = dict(cache.unready_by_name)
+        # Only the names that changed since the last cycle: most jobs keep their count.
+        unready = {name: cache.unready_by_name.get(name) for name in cache.unready_changed}
+        cache.unready_changed.clear()
+        unready_jobs = cache.unready_positive
     metrics.count_schedule_attempts("scheduled", scheduled)
     metrics.count_schedule_attempts("unschedulable", len(unschedulable))
-    metrics.set_unschedulable(unready)
+    metrics.set_unschedulable(unready, unready_jobs)
     for name, weight, capability in queues:
         metrics.set_queue(name, weight=float(weight),
                           allocated=_resource_map(allocated.get(name, Resource())),
