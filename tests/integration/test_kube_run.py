@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import threading
@@ -201,3 +202,37 @@ def test_check_api_counts_answers_not_timeouts_or_5xx(apiserver: ApiServerDouble
         assert check_api(kube, health)
     finally:
         kube.close()
+
+
+def test_the_period_runs_from_the_end_of_the_cycle_work_after_it_waits_within(
+        apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Volcano runs ``runOnce`` under ``wait.Until`` (sliding): the next cycle starts one period
+    after the last one ended. What ``lahar run`` does after a cycle (a full collection here,
+    made to take 0.4 s) is spent inside that period, not added to it."""
+    from scheduler.collector import Collector
+    from scheduler.loop import Scheduler
+
+    apiserver.create("v1/nodes", make_node("n1"))
+    spans: list[tuple[float, float]] = []
+    run_once = Scheduler.run_once
+
+    def timed(self: Scheduler) -> Any:
+        started = time.monotonic()
+        try:
+            return run_once(self)
+        finally:
+            spans.append((started, time.monotonic()))
+
+    monkeypatch.setattr(Scheduler, "run_once", timed)
+    monkeypatch.setattr(Collector, "after_cycle", lambda self, busy=False: time.sleep(0.4))
+    args = parse("--master", apiserver.url, "--leader-elect=false", "--schedule-period=500ms")
+    stop = threading.Event()
+    runner = threading.Thread(target=run_main, args=(args,), kwargs={"stop": stop}, daemon=True)
+    runner.start()
+    try:
+        wait_until(lambda: len(spans) >= 4, timeout=10.0, message="four cycles")
+    finally:
+        stop.set()
+        runner.join(10.0)
+    waits = [later[0] - earlier[1] for earlier, later in itertools.pairwise(spans[1:])]
+    assert all(0.45 <= wait < 0.8 for wait in waits), waits  # 0.5 s, not 0.5 + 0.4

@@ -476,8 +476,13 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     try:
         while not stop.is_set():
             health.synced = reflectors.has_synced
+            # Volcano's period runs from the end of runOnce (wait.Until, sliding): what this
+            # process does after a cycle (writes queued for flush, a full collection) takes
+            # its time out of the wait, not on top of it.
+            deadline: float | None = None
             try:
                 stats = scheduler.run_once()
+                deadline = time.monotonic() + args.schedule_period
                 cache.flush()
                 # Busy: binds went out since the last cycle, or writes are waiting.
                 sent_before = sent
@@ -489,7 +494,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             except Exception:
                 log.exception("scheduling cycle failed")
             health.beat()
-            deadline = time.monotonic() + args.schedule_period
+            if deadline is None:  # the cycle failed
+                deadline = time.monotonic() + args.schedule_period
             while True:
                 if watcher is not None:
                     watcher.poll()
