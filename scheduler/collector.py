@@ -17,6 +17,12 @@ A full collection still stops every thread for a few tenths of a second, so whil
 is busy (binds went out since the last cycle, or writes are waiting) it waits until the heap
 has grown by ``busy_growth`` (by default: four times), and runs at the first quiet cycle after
 ``growth``.
+The young generations are collected after ``young[0]`` new container objects instead of
+CPython's 700: a cycle makes and drops many short-lived dicts, tuples and lists, and at 700 it
+ran a young collection every few hundred placements, each walking what had just been made
+(about 11% of a busy cycle's time in a 250-pods-a-cycle stream; 5% at 10,000). What survives
+still goes to the frozen set after the cycle.
+
 The heap is measured by :func:`sys.getallocatedblocks` (about 1 ms for 12 million blocks),
 not by :func:`gc.get_freeze_count`, which walks the frozen list (90 ms for 4 million).
 """
@@ -44,6 +50,8 @@ class Collector:
     left..."""
     busy_growth: float = 3.0
     """...or, after a busy cycle, ``(1 + busy_growth)`` times."""
+    young: tuple[int, int, int] = (10_000, 10, 10)
+    """Thresholds of the three generations (:func:`gc.set_threshold`), set by :meth:`settle`."""
     collector: ModuleType = gc
     heap: Callable[[], int] = sys.getallocatedblocks
     clock: Callable[[], float] = time.perf_counter
@@ -52,7 +60,8 @@ class Collector:
 
     def settle(self) -> None:
         """Freeze what is alive now (after the first mirror has loaded: those objects live as
-        long as the process) and take it as the baseline."""
+        long as the process) and take it as the baseline; set the young thresholds."""
+        self.collector.set_threshold(*self.young)
         self.collector.freeze()
         self.baseline = self.heap()
 

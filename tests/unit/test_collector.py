@@ -25,6 +25,10 @@ class FakeGc:
 
     calls: list[str] = field(default_factory=list)
     unreachable: int = 3
+    thresholds: tuple[int, ...] = ()
+
+    def set_threshold(self, *thresholds: int) -> None:
+        self.thresholds = thresholds
 
     def freeze(self) -> None:
         self.calls.append("freeze")
@@ -54,6 +58,7 @@ def test_each_cycle_freezes_its_survivors_and_nothing_more_while_the_heap_grows_
     policy = _policy(heap, fake)
     policy.settle()
     assert (fake.calls, policy.baseline) == (["freeze"], 1000)
+    assert fake.thresholds == (10_000, 10, 10)  # young collections every 10,000 new objects
     for blocks in (1200, 1700, 2000):  # at most double the baseline: no full collection
         heap.blocks = blocks
         policy.after_cycle()
