@@ -28,10 +28,12 @@ Prints one JSON object with those keys, ``all_bound_ratio`` and ``pods_per_secon
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -129,8 +131,25 @@ def start_lahar(kubeconfig: str, scheduler: str, run_id: str, period: str,
             "--leader-elect=false", "--node-selector", f"{RUN_LABEL}:{run_id}",
             "--listen-address=127.0.0.1:0", "--healthz-address=127.0.0.1:0", "--log-format=json",
             *extra]
+    # Its own process group, so that stopping it reaches `lahar run` under a wrapper too (a
+    # profiler does not pass SIGTERM on, and a scheduler left running would load later runs).
     return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
+
+
+def stop_group(process: subprocess.Popen[bytes], *, wrapped: bool) -> None:
+    """Stop a process started in its own group, and whatever it started: SIGINT under a
+    wrapper (a profiler writes its output on it; ``lahar run`` stops gracefully), SIGTERM
+    otherwise, SIGKILL for what is left after 30 s."""
+    try:
+        os.killpg(process.pid, signal.SIGINT if wrapped else signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def start_kube_scheduler(binary: str, kubeconfig: str, scheduler: str, workdir: Path,
@@ -270,8 +289,11 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
             if sync is not None:
                 result["lahar_first_bind_after_sync_s"] = round(times[0] - sync, 3)
     finally:
-        process.terminate()
-        process.wait(30)
+        if name == "lahar":
+            stop_group(process, wrapped=bool(args.lahar_wrap))
+        else:
+            process.terminate()
+            process.wait(30)
         cluster.remove(namespace, [])
     return result
 
