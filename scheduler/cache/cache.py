@@ -161,9 +161,10 @@ class SchedulerCache(CacheWrites):
         the metric by name alone), for every name some job in ``unready`` has."""
         self._unready_jobs: dict[str, int] = {}
         """PodGroup name → how many jobs of that name ``unready`` holds."""
-        self.unready_changed: set[str] = set()
+        self.unready_changed: set[str] | None = None
         """Names whose entry in ``unready_by_name`` changed or went since the cycle metrics
-        last took them (they publish what changed, not every job each cycle)."""
+        last took them (they publish what changed, not every job each cycle); None until they
+        first read ``unready_by_name`` whole (a cache nobody publishes keeps no changes)."""
         self.unready_positive = 0
         """How many names in ``unready_by_name`` have a sum above 0."""
         self.usage = QueueUsage()
@@ -353,10 +354,11 @@ class SchedulerCache(CacheWrites):
         if task.node_name:
             self.resync.forget(key)  # bound: a past bind failure no longer matters
             self.arrivals.pop(key, None)
-        elif key not in self.arrivals:
-            self.arrivals[key] = next(self._arrival_numbers)
-        if not task.node_name and self.resync.waiting(key):
-            return  # held back until its resync is due
+        else:
+            if key not in self.arrivals:
+                self.arrivals[key] = next(self._arrival_numbers)
+            if self.resync.waiting(key):
+                return  # held back until its resync is due
         self.status.seen_pod(key, obj)
         self._add_task(task)
 
@@ -391,7 +393,8 @@ class SchedulerCache(CacheWrites):
             self.unready_by_name.pop(name, None)
             after = 0
         self.unready_positive += (after > 0) - (before > 0)
-        self.unready_changed.add(name)
+        if self.unready_changed is not None:
+            self.unready_changed.add(name)
 
     def _add_task(self, task: TaskInfo) -> None:
         if self.usage.active:

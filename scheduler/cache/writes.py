@@ -305,7 +305,7 @@ class CacheWrites:
         pool: BindPool[TaskInfo] = BindPool(
             send=self._write_bind, workers=bind_workers, capacity=bind_capacity,
             dropped=self._bind_dropped,
-            order=lambda task: arrivals.get(f"{task.namespace}/{task.name}", -1))
+            order=lambda task: arrivals.get(task.key, -1))
         if gate is not None:
             pool.gate = gate
         self.binds = pool.start()

@@ -49,9 +49,10 @@ def record_cycle(stats: Any, cache: Any) -> None:
         request, allocated = cache.usage.totals(lambda: cache.tasks.values(), cache._queue_of)
         queues = [(queue.name, queue.weight, queue.capability) for queue in cache.queues.values()]
         # Volcano labels by PodGroup name alone; same-named jobs in two namespaces add up.
-        # Only the names that changed since the last cycle: most jobs keep their count.
-        unready = {name: cache.unready_by_name.get(name) for name in cache.unready_changed}
-        cache.unready_changed.clear()
+        # After the first cycle, only the names that changed: most jobs keep their count.
+        changed = cache.unready_by_name if cache.unready_changed is None else cache.unready_changed
+        unready = {name: cache.unready_by_name.get(name) for name in changed}
+        cache.unready_changed = set()
         unready_jobs = cache.unready_positive
     metrics.count_schedule_attempts("scheduled", scheduled)
     metrics.count_schedule_attempts("unschedulable", len(unschedulable))
