@@ -204,11 +204,10 @@ def test_check_api_counts_answers_not_timeouts_or_5xx(apiserver: ApiServerDouble
         kube.close()
 
 
-def test_the_period_runs_from_the_end_of_the_cycle_work_after_it_waits_within(
-        apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Volcano runs ``runOnce`` under ``wait.Until`` (sliding): the next cycle starts one period
-    after the last one ended. What ``lahar run`` does after a cycle (a full collection here,
-    made to take 0.4 s) is spent inside that period, not added to it."""
+def _cycle_spans(apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch, *flags: str,
+                 cycle: float = 0.0, after: float = 0.0) -> list[tuple[float, float]]:
+    """Start and end of each of ``lahar run``'s first five cycles, each made to last at least
+    ``cycle`` seconds, with ``after`` seconds of work after each (a full collection)."""
     from scheduler.collector import Collector
     from scheduler.loop import Scheduler
 
@@ -221,18 +220,46 @@ def test_the_period_runs_from_the_end_of_the_cycle_work_after_it_waits_within(
         try:
             return run_once(self)
         finally:
+            time.sleep(max(0.0, started + cycle - time.monotonic()))
             spans.append((started, time.monotonic()))
 
     monkeypatch.setattr(Scheduler, "run_once", timed)
-    monkeypatch.setattr(Collector, "after_cycle", lambda self, busy=False: time.sleep(0.4))
-    args = parse("--master", apiserver.url, "--leader-elect=false", "--schedule-period=500ms")
+    monkeypatch.setattr(Collector, "after_cycle", lambda self, busy=False: time.sleep(after))
+    args = parse("--master", apiserver.url, "--leader-elect=false", *flags)
     stop = threading.Event()
     runner = threading.Thread(target=run_main, args=(args,), kwargs={"stop": stop}, daemon=True)
     runner.start()
     try:
-        wait_until(lambda: len(spans) >= 4, timeout=10.0, message="four cycles")
+        wait_until(lambda: len(spans) >= 5, timeout=10.0, message="five cycles")
     finally:
         stop.set()
         runner.join(10.0)
-    waits = [later[0] - earlier[1] for earlier, later in itertools.pairwise(spans[1:])]
+    return spans[1:5]  # the first cycle also waits for the sync
+
+
+def test_the_period_runs_from_the_end_of_the_cycle_work_after_it_waits_within(
+        apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Volcano runs ``runOnce`` under ``wait.Until`` (sliding): the next cycle starts one period
+    after the last one ended. What ``lahar run`` does after a cycle (a full collection here,
+    made to take 0.4 s) is spent inside that period, not added to it."""
+    spans = _cycle_spans(apiserver, monkeypatch, "--schedule-period=500ms", after=0.4)
+    waits = [later[0] - earlier[1] for earlier, later in itertools.pairwise(spans)]
     assert all(0.45 <= wait < 0.8 for wait in waits), waits  # 0.5 s, not 0.5 + 0.4
+
+
+@pytest.mark.parametrize(("cycle", "apart"), [(0.3, 0.5), (0.7, 0.7)])
+def test_the_period_from_the_start_spaces_cycle_starts_one_period_apart(
+        apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch, cycle: float,
+        apart: float) -> None:
+    """``--schedule-period-from=start``: cycles of 0.3 s start 0.5 s apart (by default 0.8 s:
+    see the test above), and one that outlasts the period is followed at once."""
+    spans = _cycle_spans(apiserver, monkeypatch, "--schedule-period=500ms",
+                         "--schedule-period-from=start", cycle=cycle, after=0.1)
+    gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(spans)]
+    assert all(apart - 0.05 <= gap < apart + 0.2 for gap in gaps), gaps
+
+
+def test_the_period_counts_from_the_end_unless_asked() -> None:
+    assert parse().schedule_period_from == "end"
+    with pytest.raises(SystemExit):
+        parse("--schedule-period-from=middle")

@@ -81,6 +81,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="scheduler conf YAML (hot-reloaded); empty = built-in default")
     sched.add_argument("--schedule-period", type=parse_duration, default=1.0, metavar="DURATION",
                        help="time between the end of one cycle and the next (default 1s)")
+    sched.add_argument("--schedule-period-from", choices=("end", "start"), default="end",
+                       help="where the period counts from: the end of a cycle, as Volcano "
+                            "(wait.Until, sliding), or its start, so cycles begin one period "
+                            "apart however long each takes (one follows at once when a cycle "
+                            "outlasts the period) (default end)")
     sched.add_argument("--scheduler-name", action="append", default=None, metavar="NAME",
                        help="schedule pods with this spec.schedulerName (repeatable; "
                             "default volcano)")

@@ -471,18 +471,22 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                           on_cycle=lambda stats: record_cycle(stats, cache))
     watcher = (ConfWatcher(args.scheduler_conf, load=load_conf, apply=scheduler.set_conf)
                if args.scheduler_conf else None)
-    log.info("scheduling", names=args.scheduler_name, period=args.schedule_period)
+    log.info("scheduling", names=args.scheduler_name, period=args.schedule_period,
+             period_from=args.schedule_period_from)
+    from_start = args.schedule_period_from == "start"
     sent = 0
     try:
         while not stop.is_set():
             health.synced = reflectors.has_synced
-            # Volcano's period runs from the end of runOnce (wait.Until, sliding): what this
-            # process does after a cycle (writes queued for flush, a full collection) takes
-            # its time out of the wait, not on top of it.
+            # Volcano's period runs from the end of runOnce (wait.Until, sliding), ours from
+            # its start with --schedule-period-from=start. Either way what this process does
+            # after a cycle (writes queued for flush, a full collection) takes its time out of
+            # the wait, not on top of it.
             deadline: float | None = None
+            started = time.monotonic()
             try:
                 stats = scheduler.run_once()
-                deadline = time.monotonic() + args.schedule_period
+                deadline = (started if from_start else time.monotonic()) + args.schedule_period
                 cache.flush()
                 # Busy: binds went out since the last cycle, or writes are waiting.
                 sent_before = sent
