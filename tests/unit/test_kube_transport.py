@@ -4,6 +4,7 @@ and errors that name what went wrong."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -29,7 +30,9 @@ class ScriptedServer:
         self.port = self.listener.getsockname()[1]
         self.connections = 0
         self.requests: list[bytes] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._open: set[socket.socket] = set()
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
 
     def _accept(self) -> None:
         while True:
@@ -38,7 +41,10 @@ class ScriptedServer:
             except OSError:
                 return
             self.connections += 1
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            self._open.add(conn)
+            handler = threading.Thread(target=self._handle, args=(conn,), daemon=True)
+            self._threads.append(handler)
+            handler.start()
 
     def _handle(self, conn: socket.socket) -> None:
         reader = conn.makefile("rb")
@@ -60,7 +66,17 @@ class ScriptedServer:
                     return
 
     def close(self) -> None:
+        """Stop accepting, hang up on every client and wait for the threads: a blocked
+        ``accept`` or ``readline`` only returns once its socket is shut down."""
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self._threads[0].join(5)  # accepts no more
         self.listener.close()
+        for conn in self._open:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        for thread in self._threads[1:]:
+            thread.join(5)
 
 
 @pytest.fixture
