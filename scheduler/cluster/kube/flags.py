@@ -80,7 +80,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--scheduler-conf", default="", metavar="PATH",
                        help="scheduler conf YAML (hot-reloaded); empty = built-in default")
     sched.add_argument("--schedule-period", type=parse_duration, default=1.0, metavar="DURATION",
-                       help="time between the end of one cycle and the next (default 1s)")
+                       help="time between the end of one cycle and the start of the next, "
+                            "or between starts (--schedule-period-from) (default 1s)")
     sched.add_argument("--schedule-period-from", choices=("end", "start"), default="end",
                        help="where the period counts from: the end of a cycle, as Volcano "
                             "(wait.Until, sliding), or its start, so cycles begin one period "
