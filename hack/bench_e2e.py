@@ -46,6 +46,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -196,15 +197,15 @@ class Cluster:
     def remove(self, namespace: str, nodes: list[str]) -> None:
         """Delete what the run made; finalize the namespace, which a bare server never empties."""
         pods = undecoded(self.core.list_namespaced_pod, namespace).get("items") or []
-        in_parallel(8, [lambda p=p: ignore_missing(self.core.delete_namespaced_pod,
-                                                   p["metadata"]["name"], namespace,
-                                                   grace_period_seconds=0) for p in pods])
+        in_parallel(8, [partial(ignore_missing, self.core.delete_namespaced_pod,
+                                p["metadata"]["name"], namespace, grace_period_seconds=0)
+                        for p in pods])
         groups = undecoded(self.custom.list_namespaced_custom_object, *VOLCANO, namespace,
                            "podgroups").get("items") or []
-        in_parallel(8, [lambda g=g: ignore_missing(
-            self.custom.delete_namespaced_custom_object, *VOLCANO, namespace, "podgroups",
-            g["metadata"]["name"]) for g in groups])
-        in_parallel(8, [lambda n=n: ignore_missing(self.core.delete_node, n) for n in nodes])
+        in_parallel(8, [partial(ignore_missing, self.custom.delete_namespaced_custom_object,
+                                *VOLCANO, namespace, "podgroups", g["metadata"]["name"])
+                        for g in groups])
+        in_parallel(8, [partial(ignore_missing, self.core.delete_node, n) for n in nodes])
         ignore_missing(self.core.delete_namespace, namespace)
         try:
             body = undecoded(self.core.read_namespace, namespace)
@@ -222,10 +223,10 @@ def plain_burst(cluster: Cluster, *, prefix: str, run_id: str, nodes: int, pods:
     node_names = [f"{prefix}-{run_id}-{i:05d}" for i in range(nodes)]
     undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": namespace}})
-    in_parallel(8, [lambda n=n: cluster.create_node(n, run_id) for n in node_names])
+    in_parallel(8, [partial(cluster.create_node, n, run_id) for n in node_names])
     pod_names = [f"p-{i:06d}" for i in range(pods)]
-    in_parallel(8, [lambda p=p: cluster.create_pod(namespace, p, scheduler=scheduler, group="",
-                                                   run_id=run_id) for p in pod_names])
+    in_parallel(8, [partial(cluster.create_pod, namespace, p, scheduler=scheduler, group="",
+                            run_id=run_id) for p in pod_names])
     return namespace, node_names, pod_names
 
 
@@ -243,10 +244,9 @@ def raw_bind_rate(cluster: Cluster, *, namespace: str, nodes: list[str], count: 
     """Binds per second of ``count`` direct binds from ``threads`` threads."""
     names = [f"raw-{tag}-{i}" for i in range(count)]
     nobody = f"nobody-{run_id}"
-    in_parallel(8, [lambda n=n: cluster.create_pod(namespace, n, scheduler=nobody, group="",
-                                                   run_id=run_id) for n in names])
-    seconds = in_parallel(threads, [lambda i=i, n=n: cluster.bind(namespace, n,
-                                                                  nodes[i % len(nodes)])
+    in_parallel(8, [partial(cluster.create_pod, namespace, n, scheduler=nobody, group="",
+                            run_id=run_id) for n in names])
+    seconds = in_parallel(threads, [partial(cluster.bind, namespace, n, nodes[i % len(nodes)])
                                     for i, n in enumerate(names)])
     return count / seconds
 
@@ -356,7 +356,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log_name = ""
         cpu: float | None = None
         try:
-            in_parallel(8, [lambda n=n: cluster.create_node(n, run_id) for n in nodes])
+            in_parallel(8, [partial(cluster.create_node, n, run_id) for n in nodes])
             if args.warmup_binds > 0:
                 raw_bind_rate(cluster, namespace=namespace, nodes=nodes,
                               count=args.warmup_binds, threads=8, run_id=run_id, tag="w")
@@ -374,8 +374,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for member in range(size):
                     pod = f"{group_name}-{member}"
                     names.add(pod)
-                    calls.append(lambda p=pod, g=group_name: cluster.create_pod(
-                        namespace, p, scheduler=scheduler, group=g, run_id=run_id))
+                    calls.append(partial(cluster.create_pod, namespace, pod,
+                                         scheduler=scheduler, group=group_name, run_id=run_id))
                 group += 1
             in_parallel(8, calls)
             log_fd, log_name = tempfile.mkstemp(prefix="lahar-bench-", suffix=".log")

@@ -42,6 +42,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -243,8 +244,7 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
     undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": namespace}})
     pods = [f"p-{i:06d}" for i in range(args.pods)]
-    in_parallel(8, [lambda p=p: plain_pod(cluster, namespace, p, scheduler, run_id)
-                    for p in pods])
+    in_parallel(8, [partial(plain_pod, cluster, namespace, p, scheduler, run_id) for p in pods])
     log_path = str(workdir / f"{name}.log")
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     started_wall = time.time()
@@ -313,7 +313,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
                                                   "metadata": {"name": warm}})
         try:
-            in_parallel(8, [lambda n=n: cluster.create_node(n, run_id) for n in nodes])
+            in_parallel(8, [partial(cluster.create_node, n, run_id) for n in nodes])
             if args.warmup_binds > 0:
                 raw_bind_rate(cluster, namespace=warm, nodes=nodes, count=args.warmup_binds,
                               threads=8, run_id=run_id, tag="w")
