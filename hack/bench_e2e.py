@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -416,7 +417,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def unwind_on_sigterm() -> None:
+    """Make SIGTERM (from ``timeout`` or a CI runner) unwind the run like Ctrl-C does, so its
+    ``finally`` blocks stop the schedulers it started and remove what it made. Without this
+    they would keep running and load every later run on the same server."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main(argv: list[str] | None = None) -> int:
+    unwind_on_sigterm()
     print(json.dumps(run(parse_args(argv))))
     return 0
 

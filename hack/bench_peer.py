@@ -62,6 +62,7 @@ from bench_e2e import (  # noqa: E402
     precompile,
     raw_bind_rate,
     undecoded,
+    unwind_on_sigterm,
     watch_binds,
 )
 
@@ -335,6 +336,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    unwind_on_sigterm()
     print(json.dumps(run(parse_args(argv))))
     return 0
 
