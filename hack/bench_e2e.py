@@ -36,7 +36,6 @@ import json
 import logging
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 import urllib3  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
+from unwind import unwind_on_sigterm  # noqa: E402
 
 from scheduler.cluster.kube.client import KubeClient  # noqa: E402
 from scheduler.cluster.kube.reflector import iter_lines  # noqa: E402
@@ -415,13 +415,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "warmup_binds": args.warmup_binds,
         "lahar_run_flags": args.extra,
     }
-
-
-def unwind_on_sigterm() -> None:
-    """Make SIGTERM (from ``timeout`` or a CI runner) unwind the run like Ctrl-C does, so its
-    ``finally`` blocks stop the schedulers it started and remove what it made. Without this
-    they would keep running and load every later run on the same server."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def main(argv: list[str] | None = None) -> int:

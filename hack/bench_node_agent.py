@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from unwind import unwind_on_sigterm  # noqa: E402
+
 from scheduler.devices.names import VOLCANO  # noqa: E402
 from scheduler.devices.node.nodelock import format_lock  # noqa: E402
 from tests.devices.nodeagent.fakekubelet import FakeKubelet  # noqa: E402
@@ -48,6 +50,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def main() -> int:
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=110)
     parser.add_argument("--kubeconfig", default=None, help="a real API server (default: the "

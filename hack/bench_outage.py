@@ -30,9 +30,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_e2e import ROOT, RUN_LABEL, Cluster, bound_at, plain_burst  # noqa: E402
+from unwind import unwind_on_sigterm  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--etcd-pid", type=int, required=True)

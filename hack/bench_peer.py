@@ -62,9 +62,9 @@ from bench_e2e import (  # noqa: E402
     precompile,
     raw_bind_rate,
     undecoded,
-    unwind_on_sigterm,
     watch_binds,
 )
+from unwind import unwind_on_sigterm  # noqa: E402
 
 SCHEDULERS = ("lahar", "kube-scheduler")
 ARRIVAL_WORKERS = 8

@@ -30,6 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from unwind import unwind_on_sigterm
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -119,6 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    unwind_on_sigterm()
     print(json.dumps(run(parse_args(argv))))
     return 0
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_e2e import ROOT, RUN_LABEL, Cluster, bound_at, plain_burst, undecoded  # noqa: E402
 from bench_peer import cpu_model  # noqa: E402
+from unwind import unwind_on_sigterm  # noqa: E402
 
 
 def stop_summary(log_path: Path) -> dict[str, Any]:
@@ -48,6 +49,7 @@ def stop_summary(log_path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--nodes", type=int, default=200)
