@@ -132,8 +132,9 @@ def _of_the_scheduler(obj: object) -> bool:
     """Whether ``obj`` is the scheduler's (``scheduler``, ``plugins``, ``actions``): an instance
     of one of its classes, one of its functions, or a frame running its code. Every reference
     cycle a scheduling cycle leaves behind holds at least one such object (a session, a plugin,
-    a recursive nested function, a traceback's frame); garbage another thread made meanwhile (a test server's request thread from an
-    earlier test, ending when its client is collected) holds none and is not counted."""
+    a recursive nested function, a traceback's frame); garbage another thread made meanwhile
+    (a test server's request thread from an earlier test, ending when its client is collected)
+    holds none and is not counted."""
     if isinstance(obj, types.FrameType):
         return obj.f_code.co_filename.startswith(_PACKAGE_DIRS)
     module = obj.__module__ if isinstance(obj, types.FunctionType) else type(obj).__module__
