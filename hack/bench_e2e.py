@@ -297,10 +297,13 @@ def watch_binds(cluster: Cluster, *, namespace: str, pods: set[str], started: fl
 
 def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float,
              timeout: float, into: dict[str, float] | None = None,
-             alive: Callable[[], bool] = lambda: True) -> dict[str, float]:
+             alive: Callable[[], bool] = lambda: True,
+             first_seen: dict[str, float] | None = None) -> dict[str, float]:
     """Seconds since ``started`` (a ``time.perf_counter`` value) at which each of ``pods``
     was seen bound, by name; filled into ``into`` as they come when one is given. Gives up
     at ``timeout`` or, within a watch's 30 s, once ``alive()`` says the scheduler is gone.
+    ``first_seen``, when given, gets the same clock's reading at each pod's first appearance
+    in the listing or the watch, bound or not.
 
     The watch is read with the project's light client and plain JSON: the official client's
     watch turns every event into a model object (a few ms of CPU each), and a scheduler whose
@@ -313,8 +316,11 @@ def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float
         listing = light.request_json("GET", path)
         bound_at: dict[str, float] = {} if into is None else into
         for pod in listing.get("items") or []:
-            if pod["metadata"]["name"] in pods and pod["spec"].get("nodeName"):
-                bound_at[pod["metadata"]["name"]] = time.perf_counter() - started
+            name = pod["metadata"]["name"]
+            if name in pods and first_seen is not None:
+                first_seen.setdefault(name, time.perf_counter() - started)
+            if name in pods and pod["spec"].get("nodeName"):
+                bound_at[name] = time.perf_counter() - started
         version = listing["metadata"]["resourceVersion"]
         deadline = time.monotonic() + timeout
         while len(bound_at) < len(pods) and time.monotonic() < deadline and alive():
@@ -327,6 +333,8 @@ def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float
                     meta = obj.get("metadata") or {}
                     version = meta.get("resourceVersion", version)
                     name = meta.get("name", "")
+                    if first_seen is not None and name in pods and name not in first_seen:
+                        first_seen[name] = time.perf_counter() - started
                     if (name in pods and name not in bound_at
                             and (obj.get("spec") or {}).get("nodeName")):
                         bound_at[name] = time.perf_counter() - started

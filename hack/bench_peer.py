@@ -17,7 +17,10 @@ scheduler: pods created at that steady rate for ``--arrival-seconds`` while it r
 p50/p99 of create → bound (``*_arrival_p50_s``, ``*_arrival_p99_s``). Eight threads send the
 creates over the project's own kept-alive client; ``*_arrival_sent_per_second`` is the rate
 they actually left at (below ``--arrival-rate`` when this machine could not create faster);
-``*_arrival_cpu_s`` the scheduler's CPU seconds over that phase.
+``*_arrival_cpu_s`` the scheduler's CPU seconds over that phase. ``*_arrival_watch_p50_s`` and
+``*_arrival_watch_p99_s`` are create → first seen by the bench's watch for the same pods: the
+API server's part of the latency, which neither scheduler can go below, measured in that
+scheduler's phase (the server's load differs between phases).
 
 The project is byte-compiled before the first start, as an installed wheel is.
 
@@ -184,9 +187,10 @@ def lahar_sync_seconds(log_path: str, started_wall: float) -> float | None:
 
 
 def arrivals(cluster: Cluster, namespace: str, scheduler: str, run_id: str, *, rate: float,
-             seconds: float, timeout: float) -> tuple[list[float], float]:
-    """Create pods at ``rate`` for ``seconds``; each one's create → bound latency, sorted, and
-    the rate at which the creates were actually sent.
+             seconds: float, timeout: float) -> tuple[list[float], list[float], float]:
+    """Create pods at ``rate`` for ``seconds``; each one's create → bound latency, sorted, the
+    same pods' create → first seen by the bench's watch, sorted, and the rate at which the
+    creates were actually sent.
 
     Creates go to one pool of workers kept for the whole phase (each with its own kept-alive
     client), each submitted at its due time; a pod's clock starts when its create is sent.
@@ -194,10 +198,11 @@ def arrivals(cluster: Cluster, namespace: str, scheduler: str, run_id: str, *, r
     names = [f"arrive-{i:06d}" for i in range(int(rate * seconds))]
     created: dict[str, float] = {}
     seen: dict[str, float] = {}
+    appeared: dict[str, float] = {}
 
     def watcher() -> None:
         seen.update(bound_at(cluster, namespace=namespace, pods=set(names), started=0.0,
-                             timeout=timeout))
+                             timeout=timeout, first_seen=appeared))
 
     # The project's own light client: the official one costs a few ms of CPU a create, which on
     # a small machine caps the rate below what is asked and takes CPU from the scheduler.
@@ -228,7 +233,8 @@ def arrivals(cluster: Cluster, namespace: str, scheduler: str, run_id: str, *, r
     span = sent[-1] - sent[0] if len(sent) > 1 else 0.0
     thread.join(timeout)
     latencies = sorted(max(seen[n] - created[n], 0.0) for n in names if n in seen)
-    return latencies, (len(sent) - 1) / span if span > 0 else 0.0
+    watched = sorted(max(appeared[n] - created[n], 0.0) for n in names if n in appeared)
+    return latencies, watched, (len(sent) - 1) / span if span > 0 else 0.0
 
 
 def percentile(values: list[float], share: float) -> float | None:
@@ -273,7 +279,7 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
         result[f"{key}_all_bound_s"] = round(times[-1], 3)
         result[f"{key}_pods_per_second"] = round(len(times) / span, 1) if span > 0 else None
         if args.arrival_rate > 0:
-            latencies, sent_rate = arrivals(cluster, namespace, scheduler, run_id,
+            latencies, watched, sent_rate = arrivals(cluster, namespace, scheduler, run_id,
                                             rate=args.arrival_rate,
                                             seconds=args.arrival_seconds, timeout=args.timeout)
             after = cpu_seconds(process.pid)
@@ -283,6 +289,8 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
             result[f"{key}_arrival_p50_s"] = percentile(latencies, 50)
             result[f"{key}_arrival_p99_s"] = percentile(latencies, 99)
             result[f"{key}_arrival_bound"] = len(latencies)
+            result[f"{key}_arrival_watch_p50_s"] = percentile(watched, 50)
+            result[f"{key}_arrival_watch_p99_s"] = percentile(watched, 99)
         if name == "lahar":
             result["lahar_peak_rss_mb"] = peak_rss_mb(process.pid)
             sync = lahar_sync_seconds(log_path, started_wall)
