@@ -317,10 +317,13 @@ def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float
         bound_at: dict[str, float] = {} if into is None else into
         for pod in listing.get("items") or []:
             name = pod["metadata"]["name"]
-            if name in pods and first_seen is not None:
-                first_seen.setdefault(name, time.perf_counter() - started)
-            if name in pods and pod["spec"].get("nodeName"):
-                bound_at[name] = time.perf_counter() - started
+            if name not in pods:
+                continue
+            now = time.perf_counter() - started
+            if first_seen is not None:
+                first_seen.setdefault(name, now)
+            if pod["spec"].get("nodeName"):
+                bound_at[name] = now
         version = listing["metadata"]["resourceVersion"]
         deadline = time.monotonic() + timeout
         while len(bound_at) < len(pods) and time.monotonic() < deadline and alive():
@@ -333,8 +336,8 @@ def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float
                     meta = obj.get("metadata") or {}
                     version = meta.get("resourceVersion", version)
                     name = meta.get("name", "")
-                    if first_seen is not None and name in pods and name not in first_seen:
-                        first_seen[name] = time.perf_counter() - started
+                    if first_seen is not None and name in pods:
+                        first_seen.setdefault(name, time.perf_counter() - started)
                     if (name in pods and name not in bound_at
                             and (obj.get("spec") or {}).get("nodeName")):
                         bound_at[name] = time.perf_counter() - started

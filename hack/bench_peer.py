@@ -280,8 +280,9 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
         result[f"{key}_pods_per_second"] = round(len(times) / span, 1) if span > 0 else None
         if args.arrival_rate > 0:
             latencies, watched, sent_rate = arrivals(cluster, namespace, scheduler, run_id,
-                                            rate=args.arrival_rate,
-                                            seconds=args.arrival_seconds, timeout=args.timeout)
+                                                     rate=args.arrival_rate,
+                                                     seconds=args.arrival_seconds,
+                                                     timeout=args.timeout)
             after = cpu_seconds(process.pid)
             result[f"{key}_arrival_cpu_s"] = (None if after is None or cpu is None
                                              else round(after - cpu, 2))
