@@ -20,7 +20,16 @@ they actually left at (below ``--arrival-rate`` when this machine could not crea
 ``*_arrival_cpu_s`` the scheduler's CPU seconds over that phase. ``*_arrival_watch_p50_s`` and
 ``*_arrival_watch_p99_s`` are create → first seen by the bench's watch for the same pods: the
 API server's part of the latency, which neither scheduler can go below, measured in that
-scheduler's phase (the server's load differs between phases).
+scheduler's phase (the server's load differs between phases). ``*_arrival_server_writes``
+counts the write requests the API server served in that phase by verb and resource, from its
+``apiserver_request_total``, scraped ``SETTLE_SECONDS`` after the first phase's last bind (the
+phase starts then, so that writes trailing the burst do not count in it) and as long after the
+phase's last bind (so that status written a cycle later counts in it); and
+``*_arrival_writes_per_pod`` is that total less the bench's own creates, per pod created: what
+each scheduler, with whatever controller it brings, had the server write per pod while the pods
+came. ``lahar run`` holds its PodGroup, status and event writes back while binds wait, so in a
+stream the server cannot absorb, part of them is written after the phase and not counted. Both
+are absent where the server's ``/metrics`` cannot be read.
 
 The project is byte-compiled before the first start, as an installed wheel is.
 
@@ -35,6 +44,7 @@ import contextlib
 import datetime
 import json
 import os
+import re
 import shlex
 import signal
 import statistics
@@ -44,6 +54,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -69,8 +80,13 @@ from bench_e2e import (  # noqa: E402
 )
 from unwind import unwind_on_sigterm  # noqa: E402
 
+from scheduler.cluster.kube.client import ApiError  # noqa: E402
+
 SCHEDULERS = ("lahar", "kube-scheduler")
 ARRIVAL_WORKERS = 8
+SETTLE_SECONDS = 3.0
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
+LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -237,6 +253,33 @@ def arrivals(cluster: Cluster, namespace: str, scheduler: str, run_id: str, *, r
     return latencies, watched, (len(sent) - 1) / span if span > 0 else 0.0
 
 
+def server_writes(kubeconfig: str) -> Counter[str] | None:
+    """The API server's write requests so far by ``"VERB resource[/subresource]"`` (its
+    ``apiserver_request_total``, all codes), or None when ``/metrics`` cannot be read."""
+    light = KubeClient.from_flags(kubeconfig=kubeconfig, qps=0)
+    try:
+        response = light.request("GET", "/metrics")
+        text = response.read().decode()
+        response.release_conn()
+    except (ApiError, OSError):
+        return None
+    finally:
+        light.close()
+    writes: Counter[str] = Counter()
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line.rpartition(" ")
+        labels = dict(LABEL.findall(labels_text))
+        if labels.get("verb") not in WRITE_VERBS:
+            continue
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        writes[f"{labels['verb']} {resource}"] += int(float(value))
+    return writes
+
+
 def percentile(values: list[float], share: float) -> float | None:
     if not values:
         return None
@@ -279,6 +322,9 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
         result[f"{key}_all_bound_s"] = round(times[-1], 3)
         result[f"{key}_pods_per_second"] = round(len(times) / span, 1) if span > 0 else None
         if args.arrival_rate > 0:
+            time.sleep(SETTLE_SECONDS)
+            writes_before = server_writes(kubeconfig)
+            cpu = cpu_seconds(process.pid)
             latencies, watched, sent_rate = arrivals(cluster, namespace, scheduler, run_id,
                                                      rate=args.arrival_rate,
                                                      seconds=args.arrival_seconds,
@@ -292,6 +338,14 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
             result[f"{key}_arrival_bound"] = len(latencies)
             result[f"{key}_arrival_watch_p50_s"] = percentile(watched, 50)
             result[f"{key}_arrival_watch_p99_s"] = percentile(watched, 99)
+            time.sleep(SETTLE_SECONDS)
+            writes_after = server_writes(kubeconfig)
+            if writes_before is not None and writes_after is not None:
+                served = writes_after - writes_before
+                created = int(args.arrival_rate * args.arrival_seconds)
+                result[f"{key}_arrival_server_writes"] = dict(sorted(served.items()))
+                result[f"{key}_arrival_writes_per_pod"] = round(
+                    (served.total() - created) / created, 2)
         if name == "lahar":
             result["lahar_peak_rss_mb"] = peak_rss_mb(process.pid)
             sync = lahar_sync_seconds(log_path, started_wall)
