@@ -340,9 +340,9 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
             result[f"{key}_arrival_watch_p99_s"] = percentile(watched, 99)
             time.sleep(SETTLE_SECONDS)
             writes_after = server_writes(kubeconfig)
-            if writes_before is not None and writes_after is not None:
+            created = int(args.arrival_rate * args.arrival_seconds)
+            if writes_before is not None and writes_after is not None and created:
                 served = writes_after - writes_before
-                created = int(args.arrival_rate * args.arrival_seconds)
                 result[f"{key}_arrival_server_writes"] = dict(sorted(served.items()))
                 result[f"{key}_arrival_writes_per_pod"] = round(
                     (served.total() - created) / created, 2)
