@@ -44,7 +44,6 @@ import contextlib
 import datetime
 import json
 import os
-import re
 import shlex
 import signal
 import statistics
@@ -54,7 +53,6 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -63,6 +61,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from apiwrites import server_writes  # noqa: E402
 from bench_e2e import (  # noqa: E402
     ROOT,
     RUN_LABEL,
@@ -80,13 +79,9 @@ from bench_e2e import (  # noqa: E402
 )
 from unwind import unwind_on_sigterm  # noqa: E402
 
-from scheduler.cluster.kube.client import ApiError  # noqa: E402
-
 SCHEDULERS = ("lahar", "kube-scheduler")
 ARRIVAL_WORKERS = 8
 SETTLE_SECONDS = 3.0
-WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
-LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -233,7 +228,7 @@ def arrivals(cluster: Cluster, namespace: str, scheduler: str, run_id: str, *, r
     thread = threading.Thread(target=watcher, daemon=True)
     thread.start()
     with ThreadPoolExecutor(max_workers=ARRIVAL_WORKERS) as pool:
-        light.request_json("GET", "/api/v1")  # connect before the clock starts
+        light.request_json("GET", "/version")  # connect before the clock starts
         time.sleep(1.0)  # the watch is open before the first pod
         start = time.perf_counter()
         futures = []
@@ -251,33 +246,6 @@ def arrivals(cluster: Cluster, namespace: str, scheduler: str, run_id: str, *, r
     latencies = sorted(max(seen[n] - created[n], 0.0) for n in names if n in seen)
     watched = sorted(max(appeared[n] - created[n], 0.0) for n in names if n in appeared)
     return latencies, watched, (len(sent) - 1) / span if span > 0 else 0.0
-
-
-def server_writes(kubeconfig: str) -> Counter[str] | None:
-    """The API server's write requests so far by ``"VERB resource[/subresource]"`` (its
-    ``apiserver_request_total``, all codes), or None when ``/metrics`` cannot be read."""
-    light = KubeClient.from_flags(kubeconfig=kubeconfig, qps=0)
-    try:
-        response = light.request("GET", "/metrics")
-        text = response.read().decode()
-        response.release_conn()
-    except (ApiError, OSError):
-        return None
-    finally:
-        light.close()
-    writes: Counter[str] = Counter()
-    for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels_text, _, value = line.rpartition(" ")
-        labels = dict(LABEL.findall(labels_text))
-        if labels.get("verb") not in WRITE_VERBS:
-            continue
-        resource = labels.get("resource", "")
-        if labels.get("subresource"):
-            resource += "/" + labels["subresource"]
-        writes[f"{labels['verb']} {resource}"] += int(float(value))
-    return writes
 
 
 def percentile(values: list[float], share: float) -> float | None:
