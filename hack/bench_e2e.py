@@ -336,13 +336,14 @@ def bound_at(cluster: Cluster, *, namespace: str, pods: set[str], started: float
                     meta = obj.get("metadata") or {}
                     version = meta.get("resourceVersion", version)
                     name = meta.get("name", "")
-                    if first_seen is not None and name in pods:
-                        first_seen.setdefault(name, time.perf_counter() - started)
-                    if (name in pods and name not in bound_at
-                            and (obj.get("spec") or {}).get("nodeName")):
-                        bound_at[name] = time.perf_counter() - started
-                        if len(bound_at) == len(pods):
-                            break
+                    if name in pods:
+                        now = time.perf_counter() - started
+                        if first_seen is not None:
+                            first_seen.setdefault(name, now)
+                        if name not in bound_at and (obj.get("spec") or {}).get("nodeName"):
+                            bound_at[name] = now
+                            if len(bound_at) == len(pods):
+                                break
                     if time.monotonic() > deadline or not alive():
                         break
             finally:
