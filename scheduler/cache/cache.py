@@ -111,6 +111,10 @@ class SchedulerCache(CacheWrites):
         """Unbound pods of the cache → a number counting up in the order they were first seen;
         binds leave in this order (:class:`BindPool`)."""
         self._arrival_numbers = itertools.count()
+        self.arrived = threading.Event()
+        """Set when a pod first joins :attr:`arrivals`, or a PodGroup its pods wait for comes;
+        ``lahar run --schedule-on-arrival`` waits on it to start a cycle early and clears it
+        before each cycle."""
         self.strings = StringTable()
         """One copy of each short string the cached pods share (namespaces, nodes, phases)."""
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
@@ -357,6 +361,7 @@ class SchedulerCache(CacheWrites):
         else:
             if key not in self.arrivals:
                 self.arrivals[key] = next(self._arrival_numbers)
+                self.arrived.set()
             if self.resync.waiting(key):
                 return  # held back until its resync is due
         self.status.seen_pod(key, obj)
@@ -442,6 +447,8 @@ class SchedulerCache(CacheWrites):
         self.deleted_groups.pop(uid, None)
         self.broken.pop(f"PodGroup {uid}", None)
         self.implied.arrived(uid)
+        if old is None and uid in self.tasks_by_job:  # its pods came first and wait for it
+            self.arrived.set()
         warn_unacted_topology(uid, old, podgroup)
         self.podgroups[uid] = podgroup
         self.status.seen_podgroup(uid, obj.get("status") or {})

@@ -35,6 +35,13 @@ def parse_duration(text: str) -> float:
     return sign * total
 
 
+def _non_negative_duration(text: str) -> float:
+    value = parse_duration(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
 def parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value in ("1", "t", "true", "yes", "y", "on"):
@@ -87,6 +94,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                             "(wait.Until, sliding), or its start, so cycles begin one period "
                             "apart however long each takes (one follows at once when a cycle "
                             "outlasts the period) (default end)")
+    sched.add_argument("--schedule-on-arrival", type=_non_negative_duration, default=0.0,
+                       metavar="DURATION",
+                       help="when above 0, a pod that arrives starts the next cycle early, once "
+                            "this long has passed since the last cycle started; the period "
+                            "still bounds the wait when nothing arrives (default 0: off, as "
+                            "Volcano)")
     sched.add_argument("--scheduler-name", action="append", default=None, metavar="NAME",
                        help="schedule pods with this spec.schedulerName (repeatable; "
                             "default volcano)")

@@ -472,8 +472,9 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     watcher = (ConfWatcher(args.scheduler_conf, load=load_conf, apply=scheduler.set_conf)
                if args.scheduler_conf else None)
     log.info("scheduling", names=args.scheduler_name, period=args.schedule_period,
-             period_from=args.schedule_period_from)
+             period_from=args.schedule_period_from, on_arrival=args.schedule_on_arrival)
     from_start = args.schedule_period_from == "start"
+    early = args.schedule_on_arrival
     sent = 0
     try:
         while not stop.is_set():
@@ -484,6 +485,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             # the wait, not on top of it.
             deadline: float | None = None
             started = time.monotonic()
+            cache.arrived.clear()  # what arrives from here on is in this snapshot or wakes the next
             try:
                 stats = scheduler.run_once()
                 deadline = (started if from_start else time.monotonic()) + args.schedule_period
@@ -506,8 +508,14 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                 if dump_requested.is_set():
                     dump_requested.clear()
                     _dump(cache, args.cache_dump_dir)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or stop.wait(min(remaining, 1.0)):
+                now = time.monotonic()
+                remaining = deadline - now
+                if remaining <= 0:
+                    break
+                if early and now >= started + early:  # an arrival now ends the wait
+                    if cache.arrived.wait(min(remaining, 0.1)) or stop.is_set():
+                        break
+                elif stop.wait(min(remaining, 1.0, started + early - now if early else 1.0)):
                     break
     finally:
         still_leading = leading()
