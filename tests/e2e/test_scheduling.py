@@ -118,3 +118,24 @@ def test_a_cyclic_queue_stops_only_its_own_jobs(own_case: Case) -> None:
                         what="the cyclic queue's pod told why")
     assert "cycle" in reason and qx in reason
     assert case.bound(stuck) == []
+
+
+def test_schedule_on_arrival_binds_new_pods_without_waiting_the_period(own_case: Case) -> None:
+    """With a 30 s period and ``--schedule-on-arrival=100ms``, pods created one after another,
+    each just after the last was bound (so just after a cycle), are bound within seconds: by
+    default each would wait out the period (Volcano's ``wait.Until``; test_kube_run_arrival)."""
+    case = own_case
+    case.add_nodes(1, units=4)
+    scheduler = case.start_scheduler(extra_args=("--schedule-period=30s",
+                                                 "--schedule-on-arrival=100ms"))
+    scheduler.wait_serving()
+    eventually(lambda: scheduler.cycles() >= 1, what="the first cycle")
+    for name, group in (("plain-1", ""), ("gang", "gang"), ("plain-2", "")):
+        if group:
+            pods = case.job(group, pods=2)
+        else:
+            case.pod(name, group="")
+            pods = [name]
+        eventually(lambda pods=pods: case.bound(pods) == pods,  # type: ignore[misc]
+                   timeout=15.0, what=f"{name} bound")
+    assert scheduler.cycles() < 12, scheduler.cycles()  # woken by arrivals, not spinning
