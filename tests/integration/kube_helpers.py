@@ -128,3 +128,23 @@ class RunningScheduler:
     def stop(self) -> int:
         self.stopped.set()
         return self.wait_exit()
+
+
+def record_cycles(monkeypatch: Any, *, cycle: float = 0.0) -> list[tuple[float, float]]:
+    """Patch ``Scheduler.run_once`` to append each cycle's (start, end) monotonic times to the
+    list returned, each cycle made to last at least ``cycle`` seconds."""
+    from scheduler.loop import Scheduler
+
+    spans: list[tuple[float, float]] = []
+    run_once = Scheduler.run_once
+
+    def timed(self: Scheduler) -> Any:
+        started = time.monotonic()
+        try:
+            return run_once(self)
+        finally:
+            time.sleep(max(0.0, started + cycle - time.monotonic()))
+            spans.append((started, time.monotonic()))
+
+    monkeypatch.setattr(Scheduler, "run_once", timed)
+    return spans

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_helpers import free_port, http_status, make_node, make_pod, wait_until
+from kube_helpers import free_port, http_status, make_node, make_pod, record_cycles, wait_until
 
 from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.flags import normalize, parse_duration
@@ -209,21 +209,9 @@ def _cycle_spans(apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch, *f
     """Start and end of each of ``lahar run``'s first five cycles, each made to last at least
     ``cycle`` seconds, with ``after`` seconds of work after each (a full collection)."""
     from scheduler.collector import Collector
-    from scheduler.loop import Scheduler
 
     apiserver.create("v1/nodes", make_node("n1"))
-    spans: list[tuple[float, float]] = []
-    run_once = Scheduler.run_once
-
-    def timed(self: Scheduler) -> Any:
-        started = time.monotonic()
-        try:
-            return run_once(self)
-        finally:
-            time.sleep(max(0.0, started + cycle - time.monotonic()))
-            spans.append((started, time.monotonic()))
-
-    monkeypatch.setattr(Scheduler, "run_once", timed)
+    spans = record_cycles(monkeypatch, cycle=cycle)
     monkeypatch.setattr(Collector, "after_cycle", lambda self, busy=False: time.sleep(after))
     args = parse("--master", apiserver.url, "--leader-elect=false", *flags)
     stop = threading.Event()

@@ -7,57 +7,37 @@ Lahar's opt-in; by default the wait is Volcano's (test_kube_run.py).
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pytest
-from kube_helpers import make_node, make_pod, wait_until
+from kube_helpers import (
+    RunningScheduler,
+    make_node,
+    make_pod,
+    parse_run_args,
+    record_cycles,
+    wait_until,
+)
 
-from scheduler.cluster.kube.flags import add_run_arguments, normalize
-from scheduler.cluster.kube.run import run_main
 from tests.apiserver import ApiServerDouble
-
-
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_run_arguments(parser)
-    return normalize(parser.parse_args(list(argv)))
 
 
 @contextmanager
 def running(apiserver: ApiServerDouble, monkeypatch: pytest.MonkeyPatch,
             *flags: str) -> Iterator[list[tuple[float, float]]]:
     """``lahar run`` on the double, yielding the (start, end) of each cycle as it runs."""
-    from scheduler.loop import Scheduler
-
     apiserver.create("v1/nodes", make_node("n1"))
-    spans: list[tuple[float, float]] = []
-    run_once = Scheduler.run_once
-
-    def timed(self: Scheduler) -> Any:
-        started = time.monotonic()
-        try:
-            return run_once(self)
-        finally:
-            spans.append((started, time.monotonic()))
-
-    monkeypatch.setattr(Scheduler, "run_once", timed)
-    args = parse("--master", apiserver.url, "--leader-elect=false", *flags)
-    stop = threading.Event()
-    runner = threading.Thread(target=run_main, args=(args,), kwargs={"stop": stop}, daemon=True)
-    runner.start()
+    spans = record_cycles(monkeypatch)
+    scheduler = RunningScheduler("--master", apiserver.url, "--leader-elect=false", *flags)
     try:
         wait_until(lambda: len(spans) >= 2, timeout=10.0, message="two cycles")
         yield spans
     finally:
-        stop.set()
-        runner.join(10.0)
-    assert not runner.is_alive()
+        outcome = scheduler.stop()
+    assert outcome == 0
 
 
 def _bound(apiserver: ApiServerDouble, key: str) -> bool:
@@ -109,8 +89,8 @@ def test_arrivals_start_cycles_no_closer_than_the_gap_and_silence_keeps_the_peri
 
 def test_schedule_on_arrival_is_off_by_default_and_not_negative(
         capsys: pytest.CaptureFixture[str]) -> None:
-    assert parse().schedule_on_arrival == 0.0
-    assert parse("--schedule-on-arrival=150ms").schedule_on_arrival == pytest.approx(0.15)
+    assert parse_run_args().schedule_on_arrival == 0.0
+    assert parse_run_args("--schedule-on-arrival=150ms").schedule_on_arrival == pytest.approx(0.15)
     with pytest.raises(SystemExit):
-        parse("--schedule-on-arrival=-1s")
+        parse_run_args("--schedule-on-arrival=-1s")
     assert "--schedule-on-arrival: must not be negative, got '-1s'" in capsys.readouterr().err
