@@ -14,6 +14,13 @@ from scheduler.conf import SchedulerConf, load_conf, parse_conf
 Obj = dict[str, Any]
 
 
+class IgnoredWrites:
+    """A cluster writer that takes every write and does nothing: for a cache tested alone."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
 def make_node(
     name: str,
     *,

@@ -21,6 +21,7 @@ from scheduler.cluster.kube.client import KubeClient
 from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.retry import RetryPolicy
 from tests.apiserver import ApiServerDouble
+from tests.builders import IgnoredWrites
 
 PODGROUPS = "scheduling.volcano.sh/v1beta1/podgroups"
 FAST = ("--leader-elect=false", "--schedule-period=50ms")
@@ -85,13 +86,8 @@ def test_the_controller_writes_from_its_own_threads(apiserver: ApiServerDouble,
     groups.join(timeout=2.0)
 
 
-class _Writes:
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
-
-
 def _cache() -> SchedulerCache:
-    cache = SchedulerCache(writer=_Writes(), clock=time.time, implied_groups=True)
+    cache = SchedulerCache(writer=IgnoredWrites(), clock=time.time, implied_groups=True)
     cache.apply("ADDED", "Queue", {"apiVersion": "scheduling.volcano.sh/v1beta1",
                                    "kind": "Queue", "metadata": {"name": "default"},
                                    "spec": {"weight": 1}})
@@ -134,7 +130,7 @@ def test_an_implied_podgroup_goes_with_its_last_pod() -> None:
 
 
 def test_without_the_controller_a_plain_pod_waits_for_a_podgroup() -> None:
-    cache = SchedulerCache(writer=_Writes(), clock=time.time)
+    cache = SchedulerCache(writer=IgnoredWrites(), clock=time.time)
     cache.apply("ADDED", "Pod", plain("p"))
     assert cache.snapshot().jobs == {}
 

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
 
 from scheduler.cache.cache import SchedulerCache
-from tests.builders import make_pod, make_podgroup
-
-
-class _Writes:
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
+from tests.builders import IgnoredWrites, make_pod, make_podgroup
 
 
 def test_only_a_pending_pod_of_ours_seen_for_the_first_time_raises_it() -> None:
-    cache = SchedulerCache(writer=_Writes(), clock=time.time)
+    cache = SchedulerCache(writer=IgnoredWrites(), clock=time.time)
     cache.apply("ADDED", "Pod", make_pod("elsewhere", scheduler="default-scheduler"))
     cache.apply("ADDED", "Pod", make_pod("running", node="n1", phase="Running"))
     assert not cache.arrived.is_set()
@@ -38,7 +32,7 @@ def test_only_a_pending_pod_of_ours_seen_for_the_first_time_raises_it() -> None:
 
 
 def test_a_podgroup_raises_it_only_when_its_pods_came_first() -> None:
-    cache = SchedulerCache(writer=_Writes(), clock=time.time)
+    cache = SchedulerCache(writer=IgnoredWrites(), clock=time.time)
     cache.apply("ADDED", "PodGroup", make_podgroup("early"))
     assert not cache.arrived.is_set()
     cache.apply("ADDED", "Pod", make_pod("p1", group="late"))

@@ -12,16 +12,11 @@ from scheduler.api.errors import ObjectError
 from scheduler.api.podgroup import podgroup_from_object
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import ManifestError, load_manifests
-from tests.builders import make_hypernode, make_node, make_podgroup
-
-
-class _Writes:
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
+from tests.builders import IgnoredWrites, make_hypernode, make_node, make_podgroup
 
 
 def _cache() -> SchedulerCache:
-    cache = SchedulerCache(writer=_Writes(), clock=time.time)
+    cache = SchedulerCache(writer=IgnoredWrites(), clock=time.time)
     for i in range(4):
         cache.apply("ADDED", "Node", make_node(f"n{i}"))
     return cache

@@ -5,13 +5,12 @@ else the label (``GetPodPreemptable`` in ``pkg/scheduler/api/pod_info.go``; for 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
 from scheduler.api.task import preemptable_flag, task_from_pod
 from scheduler.cache.cache import SchedulerCache
-from tests.builders import make_pod, make_podgroup
+from tests.builders import IgnoredWrites, make_pod, make_podgroup
 
 
 @pytest.mark.parametrize("value", ["1", "t", "T", "true", "TRUE", "True"])
@@ -37,13 +36,8 @@ def test_a_pod_annotated_with_1_is_preemptable() -> None:
     assert task_from_pod(pod).preemptable
 
 
-class _Writes:
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
-
-
 def test_a_podgroup_labelled_preemptable_makes_a_preemptable_job() -> None:
-    cache = SchedulerCache(writer=_Writes(), clock=time.time)
+    cache = SchedulerCache(writer=IgnoredWrites(), clock=time.time)
     cache.apply("ADDED", "Queue", {"apiVersion": "scheduling.volcano.sh/v1beta1",
                                    "kind": "Queue", "metadata": {"name": "default"},
                                    "spec": {"weight": 1}})

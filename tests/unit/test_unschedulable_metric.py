@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
-from typing import Any
 
 from scheduler.api.types import JobID
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.kube.cyclemetrics import record_cycle
 from scheduler.metrics import REGISTRY
-
-
-class _Writes:
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
+from tests.builders import IgnoredWrites
 
 
 def _cycle(cache: SchedulerCache) -> None:
@@ -32,7 +27,7 @@ def _task_count(job: str) -> float | None:
 
 
 def test_only_changed_names_move_and_the_series_match_a_full_recount() -> None:
-    cache = SchedulerCache(writer=_Writes(), clock=time.time)
+    cache = SchedulerCache(writer=IgnoredWrites(), clock=time.time)
     cache.set_unready(JobID("a/stuck"), ("stuck-x", 3))
     cache.set_unready(JobID("a/fits"), ("fits-x", 0))
     cache.set_unready(JobID("b/stuck"), ("stuck-x", 2))  # same name, another namespace: adds up
