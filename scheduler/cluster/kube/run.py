@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import random
 import signal
@@ -474,7 +475,6 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     log.info("scheduling", names=args.scheduler_name, period=args.schedule_period,
              period_from=args.schedule_period_from, on_arrival=args.schedule_on_arrival)
     from_start = args.schedule_period_from == "start"
-    early = args.schedule_on_arrival
     sent = 0
     try:
         while not stop.is_set():
@@ -486,6 +486,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             deadline: float | None = None
             started = time.monotonic()
             cache.arrived.clear()  # what arrives from here on is in this snapshot or wakes the next
+            # From this moment an arrival ends the wait (--schedule-on-arrival; never when off).
+            wakeable = started + args.schedule_on_arrival if args.schedule_on_arrival else math.inf
             try:
                 stats = scheduler.run_once()
                 deadline = (started if from_start else time.monotonic()) + args.schedule_period
@@ -509,13 +511,12 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                     dump_requested.clear()
                     _dump(cache, args.cache_dump_dir)
                 now = time.monotonic()
-                remaining = deadline - now
-                if remaining <= 0:
+                if now >= deadline:
                     break
-                if early and now >= started + early:  # an arrival now ends the wait
-                    if cache.arrived.wait(min(remaining, 0.1)) or stop.is_set():
+                if now >= wakeable:
+                    if cache.arrived.wait(min(deadline - now, 0.1)) or stop.is_set():
                         break
-                elif stop.wait(min(remaining, 1.0, started + early - now if early else 1.0)):
+                elif stop.wait(min(deadline, wakeable, now + 1.0) - now):
                     break
     finally:
         still_leading = leading()
