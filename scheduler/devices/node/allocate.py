@@ -34,7 +34,9 @@ mounts and device nodes the family's peer gives, so their container images work 
 
 When no pod matches, or the matching pod's annotation cannot be used, the call fails with an
 :class:`AllocationError` that names the pod and the problem (kubelet fails the pod with it);
-for vGPU the pod's bind phase becomes ``failed``; the node lock is released in every case.
+for vGPU the pod's bind phase becomes ``failed``. GPU share and the volcano vGPU profile
+release the node lock in every case, as their peers do; the HAMi profile releases it only for
+the pod that owns it, and leaves it when no pod matched (a bind may still be in flight).
 """
 
 from __future__ import annotations
@@ -392,13 +394,17 @@ class Allocator:
         return containers, position, ""
 
     def _vgpu_fail(self, pod: Mapping[str, Any] | None, reason: str) -> AllocationError:
+        """Mark the pod failed and release the lock as the profile's peer does: volcano-vgpu
+        releases it whatever holds it (``nodelock.ReleaseNodeLock`` has no owner), HAMi only
+        when the failing pod owns it, and not at all when no pod matched: a lock without a
+        pending pod belongs to a bind still in flight (``GetPendingPod``'s error path)."""
         names = self.config.devices.names
-        owner = None
         if pod is not None:
             problem = self._patch(pod, {names.bind_phase: FAILED})
             reason = "; ".join(filter(None, [reason, problem]))
-            owner = _key(pod) if names.lock_with_owner else None
-        self._release(names.lock, owner=owner)
+            self._release(names.lock, owner=_key(pod) if names.lock_with_owner else None)
+        elif not names.lock_with_owner:
+            self._release(names.lock)
         return AllocationError(reason)
 
     def _vgpu(self, count: int) -> ContainerAnswer:

@@ -118,15 +118,54 @@ def test_hami_serves_the_pod_the_lock_names_first() -> None:
 
 
 @PROFILES
-def test_no_pod_waits_releases_the_lock_and_says_so(names: VGpuNames) -> None:
+def test_no_pod_waits_says_so_and_only_volcano_releases_the_lock(names: VGpuNames) -> None:
+    """volcano-vgpu ``pkg/plugin/server.go:377-385`` (``Allocate``) releases the lock when
+    ``GetPendingPod`` finds nothing; HAMi ``nvinternal/plugin/server.go:757-761`` returns the
+    error and leaves the lock (its release there is commented out): it belongs to a bind in
+    flight, whose owner releases it (``pkg/util/nodelock/nodelock.go:175`` ``ReleaseNodeLock``)."""
     cluster, allocator = setup(names)
+    before = cluster.node_annotations()[names.lock]
     cluster.pods.append(pod("done", containers=[("main", {names.count: "1"})], annotations={
         **vgpu_annotations(names, f"{A},NVIDIA,1024,0:", bind_time=1),
         names.bind_phase: "success"}))
     with pytest.raises(AllocationError, match="node gpu-1: no pending pod is in bind phase"):
         allocator.allocate(Endpoint(names.count, "vgpu"), [["x"]])
-    assert names.lock not in cluster.node_annotations()
+    if names.lock_with_owner:
+        assert cluster.node_annotations()[names.lock] == before
+    else:
+        assert names.lock not in cluster.node_annotations()
     assert cluster.pod_annotations("done")[names.bind_phase] == "success"
+
+
+def test_hami_failed_allocate_keeps_a_lock_another_pod_holds() -> None:
+    """A bind in flight (``ml/inflight`` holds ``hami.io/mutex.lock``) keeps its lock when an
+    ``Allocate`` fails for another pod: HAMi's ``PodAllocationFailed``
+    (``nvinternal/plugin/util.go:407-414``) releases with the owner check of
+    ``pkg/util/nodelock/nodelock.go:194-199``, and a call that finds no pod releases nothing
+    (``nvinternal/plugin/server.go:757-761``). Otherwise a second pod could be locked onto
+    the node while the first one's bind is still under way."""
+    cluster, allocator = setup(HAMI, lock_owner="ml/inflight")
+    lock = cluster.node_annotations()[HAMI.lock]
+    with pytest.raises(AllocationError, match="no pending pod"):
+        allocator.allocate(Endpoint(HAMI.count, "vgpu"), [["x"]])
+    assert cluster.node_annotations()[HAMI.lock] == lock
+    cluster.pods.append(pod("bad", containers=[("main", {HAMI.count: "1"})],
+                            annotations=vgpu_annotations(HAMI, "garbage", bind_time=1)))
+    with pytest.raises(AllocationError, match="ml/bad"):
+        allocator.allocate(Endpoint(HAMI.count, "vgpu"), [["x"]])
+    assert cluster.pod_annotations("bad")[HAMI.bind_phase] == "failed"
+    assert cluster.node_annotations()[HAMI.lock] == lock
+
+
+def test_volcano_failed_allocate_releases_whatever_holds_the_lock() -> None:
+    """volcano-vgpu ``pkg/util/util.go:309-321`` ``PodAllocationFailed`` calls
+    ``nodelock.ReleaseNodeLock(nodeName, VGPUDeviceName)``, which has no owner to check."""
+    cluster, allocator = setup(VOLCANO)
+    cluster.pods.append(pod("bad", containers=[("main", {VOLCANO.count: "1"})],
+                            annotations=vgpu_annotations(VOLCANO, "garbage", bind_time=1)))
+    with pytest.raises(AllocationError, match="ml/bad"):
+        allocator.allocate(Endpoint(VOLCANO.count, "vgpu"), [["x"]])
+    assert VOLCANO.lock not in cluster.node_annotations()
 
 
 BROKEN = [
