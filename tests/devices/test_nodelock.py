@@ -14,11 +14,14 @@ from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import ConflictError, SimCluster
 from scheduler.devices.names import GPUSHARE_LOCK, HAMI, VOLCANO
 from scheduler.devices.node.nodelock import (
+    HAMI_EXPIRE_ENV,
     LOCK_TTL,
     NodeLocker,
     NodeLockError,
     format_lock,
+    hami_lock_expiry,
     lock_problem,
+    parse_go_duration,
     parse_lock,
 )
 from tests.builders import make_node
@@ -300,3 +303,83 @@ def test_release_checks_the_owner() -> None:
     store = NodeStore("n1", annotations={HAMI.lock: f"{STAMP},ns1,pod-a"})
     assert _locker(store).release("n1", HAMI.lock, owner="ns1/pod-b") is False
     assert _locker(store).release("n1", HAMI.lock, owner="ns1/pod-a") is True
+
+
+# -- HAMi's expiry and dangling locks --------------------------------------------------------
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("1.5m", 90.0), ("500ms", 0.5),
+    ("0", 0.0), ("-1m", -60.0), ("2h0m0.5s", 7200.5)])
+def test_go_durations(text: str, seconds: float) -> None:
+    """Go ``time.ParseDuration``, which HAMi ``pkg/util/nodelock/nodelock.go:116-127``
+    (``setupNodeLockTimeout``) applies to ``HAMI_NODELOCK_EXPIRE``."""
+    assert parse_go_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["5", "m", "5 m", "5x", "1h-3m", ""])
+def test_go_duration_errors(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_go_duration(text)
+
+
+def test_hami_lock_expiry_from_the_environment() -> None:
+    """Unset or unreadable: HAMi's 5 minutes (``NodeLockTimeout``, nodelock.go:56)."""
+    assert hami_lock_expiry({}) == LOCK_TTL
+    assert hami_lock_expiry({HAMI_EXPIRE_ENV: "30s"}) == 30.0
+    assert hami_lock_expiry({HAMI_EXPIRE_ENV: "soon"}) == LOCK_TTL
+
+
+def test_hami_lock_expires_after_hami_nodelock_expire_volcano_s_after_5_minutes() -> None:
+    """HAMi ``LockNode`` (nodelock.go:256) breaks a lock older than ``NodeLockTimeout``;
+    volcano-vgpu's ``LockNode`` (``pkg/util/nodelock/nodelock.go:113``) keeps 5 minutes."""
+    held = f"{format_lock(NOW - 40)},ns1,pod-a"
+    store = NodeStore("n1", annotations={HAMI.lock: held, VOLCANO.lock: format_lock(NOW - 40)})
+    short = NodeLocker(store, clock=lambda: NOW, sleep=lambda _: None, owner_ttl=30.0)
+    short.acquire("n1", HAMI.lock, owner="ns1/pod-b")
+    assert store.annotations("n1")[HAMI.lock] == f"{STAMP},ns1,pod-b"
+    with pytest.raises(NodeLockError, match="locked within 5 minutes"):
+        short.acquire("n1", VOLCANO.lock)
+    long = NodeLocker(store, clock=lambda: NOW + 20, sleep=lambda _: None, owner_ttl=90.0)
+    with pytest.raises(NodeLockError, match="locked within 90 seconds"):
+        long.acquire("n1", HAMI.lock, owner="ns1/pod-c")
+
+
+class PodStore(NodeStore):
+    """Nodes plus the pods ``get_pod`` finds (the Kubernetes writer's lookup)."""
+
+    def __init__(self, *names: str, pods: set[str], annotations: dict[str, str]) -> None:
+        super().__init__(*names, annotations=annotations)
+        self.pods = pods
+        self.looked_up: list[str] = []
+        self.fail = False
+
+    def get_pod(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        self.looked_up.append(f"{namespace}/{name}")
+        if self.fail:
+            raise OSError("connection refused")
+        return {"metadata": {"name": name}} if f"{namespace}/{name}" in self.pods else None
+
+
+def test_hami_lock_of_a_pod_that_is_gone_is_broken() -> None:
+    """HAMi ``LockNode`` (nodelock.go:269-279): a valid lock whose owner pod is NotFound is
+    released and set again for the new pod; one whose pod exists blocks; a lookup error is
+    returned without touching the lock."""
+    held = f"{format_lock(NOW - 10)},ns1,pod-a"
+    store = PodStore("n1", pods={"ns1/pod-a"}, annotations={HAMI.lock: held})
+    with pytest.raises(NodeLockError, match="locked within 5 minutes"):
+        _locker(store).acquire("n1", HAMI.lock, owner="ns1/pod-b")
+    assert store.looked_up == ["ns1/pod-a"]
+    store.fail = True
+    with pytest.raises(NodeLockError, match="could not read pod ns1/pod-a, which holds"):
+        _locker(store).acquire("n1", HAMI.lock, owner="ns1/pod-b")
+    store.fail = False
+    store.pods.clear()
+    _locker(store).acquire("n1", HAMI.lock, owner="ns1/pod-b")
+    assert store.annotations("n1")[HAMI.lock] == f"{STAMP},ns1,pod-b"
+
+
+def test_a_lock_without_owner_is_not_looked_up() -> None:
+    """Volcano's locks name no pod: only their age counts."""
+    store = PodStore("n1", pods=set(), annotations={VOLCANO.lock: format_lock(NOW - 10)})
+    with pytest.raises(NodeLockError, match="locked within"):
+        _locker(store).acquire("n1", VOLCANO.lock)
+    assert store.looked_up == []
