@@ -65,15 +65,41 @@ def add_node_agent_arguments(sub: Any) -> None:
     families.add_argument("--fine-grained", action="store_true",
                           help="Koordinator's fine-grained GPU/RDMA (needs the Device CRD)")
     options = agent.add_argument_group("devices")
-    options.add_argument("--split-count", type=int, default=10, metavar="N",
-                         help="vGPU: vGPUs per card (default: 10)")
-    options.add_argument("--gpu-memory-factor", type=int, default=1, metavar="MIB",
-                         help="GPU share: MiB per volcano.sh/gpu-memory unit (default: 1)")
+    options.add_argument("--split-count", type=int, default=None, metavar="N",
+                         help="vGPU: vGPUs per card (default: $DEVICE_SPLIT_COUNT, else 10)")
+    options.add_argument("--gpu-memory-factor", type=int, default=None, metavar="MIB",
+                         help="GPU share and volcano vGPU: MiB per memory unit (default: 1)")
     options.add_argument("--hook-path", default="", metavar="DIR",
                          help="vGPU: HAMi-core's host directory (default: /usr/local/vgpu "
                               "for volcano, /usr/local for hami; $HOOK_PATH wins)")
     options.add_argument("--hami-core-library", default="/usr/local/vgpu/libvgpu.so",
                          metavar="FILE", help="fine-grained: HAMi-core for isolated shares")
+    core = agent.add_argument_group(
+        "HAMi-core (vGPU; flags override --device-config, a --node-config entry overrides all)")
+    core.add_argument("--device-config", default=None, metavar="FILE",
+                      help="the peers' device-config.yaml: its nvidia section's "
+                           "deviceSplitCount, deviceMemoryScaling, deviceCoreScaling, "
+                           "disableCoreLimit, libCudaLogLevel, gpuCorePolicy, gpuMemoryFactor, "
+                           "enableNumaTopology")
+    core.add_argument("--node-config", default=None, metavar="FILE",
+                      help="HAMi's per-node config.json (nodeconfig entries named after nodes)")
+    core.add_argument("--device-memory-scaling", type=float, default=None, metavar="RATIO",
+                      help="HAMi's deviceMemoryScaling (default: $DEVICE_MEMORY_SCALING, else "
+                           "1); above 1 the container gets CUDA_OVERSUBSCRIBE=true")
+    core.add_argument("--device-cores-scaling", type=float, default=None, metavar="RATIO",
+                      help="deviceCoreScaling (default: $DEVICE_CORES_SCALING, else 1)")
+    core.add_argument("--disable-core-limit", action="store_true", default=None,
+                      help="HAMi-core ignores the core limit (GPU_CORE_UTILIZATION_POLICY="
+                           "disable; default: $DISABLE_CORE_LIMIT)")
+    core.add_argument("--libcuda-log-level", default=None, metavar="N",
+                      help="LIBCUDA_LOG_LEVEL for HAMi-core (0 errors, 1 warnings, 3 infos, "
+                           "4 debugs; default: unset)")
+    core.add_argument("--gpu-core-policy", choices=("default", "force", "disable"),
+                      default=None, help="GPU_CORE_UTILIZATION_POLICY for every vGPU container "
+                                         "(HAMi's gpuCorePolicy, which HAMi's webhook injects)")
+    core.add_argument("--numa-topology", action="store_true", default=None,
+                      help="send each device's NUMA node in ListAndWatch (HAMi's "
+                           "enableNumaTopology; default: no topology)")
     options.add_argument("--sysfs", default="/sys", metavar="DIR",
                          help="where sysfs is mounted (PCIe, NUMA, RDMA uverbs)")
     options.add_argument("--fake-gpus", type=int, default=0, metavar="N",
@@ -106,6 +132,27 @@ def _families(args: argparse.Namespace) -> Any:
                    gpu_number=config.gpu_number or args.gpu_number,
                    vgpu=config.vgpu or args.vgpu, finegrained=config.finegrained
                    or args.fine_grained, profile=args.vgpu_profile or config.profile)
+
+
+def _core_settings(args: argparse.Namespace, node: str) -> dict[str, Any]:
+    """AgentConfig fields from --device-config, then the flags (or the peers' environment
+    variables), then this node's --node-config entry (see coresettings)."""
+    from scheduler.devices.node.coresettings import (
+        flag_settings,
+        read_device_config,
+        read_node_config,
+    )
+
+    settings: dict[str, Any] = {}
+    if args.device_config:
+        with open(args.device_config, encoding="utf-8") as f:
+            settings.update(read_device_config(f.read(), source=args.device_config))
+    settings.update(flag_settings(vars(args), os.environ))
+    if args.node_config:
+        with open(args.node_config, encoding="utf-8") as f:
+            settings.update(read_node_config(f.read(), node_name=node,
+                                             source=args.node_config))
+    return settings
 
 
 def _source(args: argparse.Namespace, node: str) -> Any:
@@ -147,11 +194,10 @@ def node_agent_main(args: argparse.Namespace) -> int:
     node = args.node_name or os.environ.get("NODE_NAME") or socket.gethostname()
     try:
         config = AgentConfig(node_name=node, devices=_families(args),
-                             split_count=args.split_count,
-                             gpu_memory_factor=args.gpu_memory_factor,
                              hook_path=os.environ.get("HOOK_PATH") or args.hook_path,
                              hami_core_library=args.hami_core_library, sysfs=args.sysfs,
-                             prepare_host_dirs=not (args.fake_gpus or args.fake_inventory))
+                             prepare_host_dirs=not (args.fake_gpus or args.fake_inventory),
+                             **_core_settings(args, node))
         config.check()
         source = _source(args, node)
     except (AgentConfigError, InventoryError, OSError, ValueError) as exc:  # ConfError too

@@ -69,6 +69,7 @@ from scheduler.devices.finegrained.names import (
     TYPE_RDMA,
 )
 from scheduler.devices.names import GPU_ASSIGNED, GPU_INDEX, GPUSHARE_LOCK, PREDICATE_TIME
+from scheduler.devices.node.coresettings import hami_core_env, memory_limit
 from scheduler.devices.node.handshake import FAILED, SUCCESS, HandshakeAccess
 from scheduler.devices.node.inventory import Inventory, uverbs_of
 from scheduler.devices.node.nodelock import NodeLocker, parse_lock
@@ -458,12 +459,20 @@ class Allocator:
                      devices: list[ContainerDevice]) -> ContainerAnswer:
         hami = self.config.devices.profile == "hami"
         hook = self.config.vgpu_hook_path
+        config = self.config
+        profile = config.devices.profile
         envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(d.uuid for d in devices)}
         for i, device in enumerate(devices):
-            envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{device.memory}m"
+            envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = memory_limit(
+                device.memory, profile=profile, gpu_memory_factor=config.gpu_memory_factor)
         envs["CUDA_DEVICE_SM_LIMIT"] = str(devices[0].cores)
         cache_root = f"{hook}/vgpu" if hami else "/tmp/vgpu"
         envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = f"{cache_root}/{self.new_id()}.cache"
+        envs.update(hami_core_env(
+            profile=profile, memory_scaling=config.memory_scaling,
+            core_scaling=config.core_scaling, disable_core_limit=config.disable_core_limit,
+            libcuda_log_level=config.libcuda_log_level, gpu_core_policy=config.gpu_core_policy,
+            container=container))
         name = str(container.get("name", ""))
         cache_dir = f"{hook}/vgpu/containers/{_meta(pod).get('uid', '')}_{name}"
         if self.config.prepare_host_dirs:

@@ -76,6 +76,18 @@ class AgentConfig:
     sysfs: str = "/sys"
     prepare_host_dirs: bool = False
     """vGPU: create HAMi-core's per-container cache directories on the host (a real node)."""
+    memory_scaling: float = 1.0
+    """vGPU: HAMi's ``deviceMemoryScaling`` (above 1: oversubscribed card memory)."""
+    core_scaling: float = 1.0
+    """vGPU: ``deviceCoreScaling``."""
+    disable_core_limit: bool = False
+    """vGPU: ``disableCoreLimit`` (HAMi-core ignores the core limit)."""
+    libcuda_log_level: str = ""
+    """vGPU: HAMi's ``libCudaLogLevel`` (HAMi-core's ``LIBCUDA_LOG_LEVEL``); empty: unset."""
+    gpu_core_policy: str = ""
+    """vGPU: HAMi's ``gpuCorePolicy`` (``default``, ``force``, ``disable``)."""
+    numa_topology: bool = False
+    """Send each device's NUMA node in ``ListAndWatch`` (HAMi's ``enableNumaTopology``)."""
 
     @property
     def vgpu_hook_path(self) -> str:
@@ -96,6 +108,16 @@ class AgentConfig:
                                    f"serve {NVIDIA_GPU}; enable one of them on this node")
         if self.split_count < 1 or self.gpu_memory_factor < 1:
             raise AgentConfigError("--split-count and --gpu-memory-factor must be at least 1")
+        if not (self.memory_scaling > 0 and self.core_scaling > 0):
+            raise AgentConfigError("device memory and core scaling must be above 0, got "
+                                   f"{self.memory_scaling:g} and {self.core_scaling:g}")
+        if self.libcuda_log_level and not self.libcuda_log_level.isdigit():
+            raise AgentConfigError(f"the libcuda log level must be a number (0 errors, "
+                                   f"1 warnings, 3 infos, 4 debugs), got "
+                                   f"{self.libcuda_log_level!r}")
+        if self.gpu_core_policy not in ("", "default", "force", "disable"):
+            raise AgentConfigError(f"the GPU core policy must be default, force or disable, "
+                                   f"got {self.gpu_core_policy!r}")
 
 
 @dataclass(frozen=True, slots=True)
