@@ -439,7 +439,7 @@ class Allocator:
                     position: int) -> ContainerAnswer:
         names = self.config.devices.names
         devices = containers[position]
-        spec_containers = _containers(pod)
+        spec_containers = _annotated_containers(pod, len(containers), profile=names.profile)
         spec = spec_containers[position] if position < len(spec_containers) else {}
         answer = self._vgpu_answer(pod, spec, devices)
         rest = [list(c) if i != position else [] for i, c in enumerate(containers)]
@@ -487,7 +487,7 @@ class Allocator:
                       Mount("/tmp/vgpu", cache_dir, False)]
             preload = f"{hook}/ld.so.preload"
         mounts.append(Mount("/tmp/vgpulock", "/tmp/vgpulock", False))
-        if not _disables_control(container):
+        if not _disables_control(container, profile=profile):
             mounts.append(Mount("/etc/ld.so.preload", preload, True))
         return ContainerAnswer(envs=envs, mounts=tuple(mounts), pod=_key(pod), container=name)
 
@@ -573,11 +573,33 @@ class Allocator:
         return tuple(nodes)
 
 
-def _disables_control(container: Mapping[str, Any]) -> bool:
-    for env in container.get("env") or []:
-        if isinstance(env, Mapping) and env.get("name") == "CUDA_DISABLE_CONTROL":
-            return str(env.get("value", "")).strip().lower() in ("1", "t", "true")
-    return False
+def _annotated_containers(pod: Mapping[str, Any], entries: int, *, profile: str
+                          ) -> list[Mapping[str, Any]]:
+    """The containers the entries of ``devices-to-allocate`` stand for, in order. HAMi writes
+    one entry per container, init containers first (``Resourcereqs``; the device plugin's
+    ``popNextContainerDevices`` reads them so); volcano-vgpu's ``GetNextDeviceRequest``
+    indexes the app containers only, and so does an annotation with one entry per app
+    container (Lahar's own, which places app containers)."""
+    init = [c for c in (pod.get("spec") or {}).get("initContainers") or []
+            if isinstance(c, Mapping)]
+    app = _containers(pod)
+    if profile == "hami" and init and entries == len(init) + len(app):
+        return [*init, *app]
+    return app
+
+
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def _disables_control(container: Mapping[str, Any], *, profile: str) -> bool:
+    """Whether the container keeps HAMi-core out (no ``/etc/ld.so.preload`` mount): HAMi
+    wants ``CUDA_DISABLE_CONTROL`` set to a Go ``ParseBool`` true; volcano-vgpu only that the
+    variable is there, whatever its value."""
+    envs = [env for env in container.get("env") or []
+            if isinstance(env, Mapping) and env.get("name") == "CUDA_DISABLE_CONTROL"]
+    if profile != "hami":
+        return bool(envs)
+    return any(str(env.get("value", "")) in _GO_TRUE for env in envs)
 
 
 def _started(pod: Mapping[str, Any], container: str) -> bool:

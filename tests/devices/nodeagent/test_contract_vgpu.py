@@ -9,6 +9,8 @@ environment and mounts; ``GetPendingPod`` serving the pod the ``hami.io/mutex.lo
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scheduler.devices.base import DeviceConfig
@@ -222,3 +224,68 @@ def test_preferred_allocation_picks_ids_on_the_scheduler_s_cards() -> None:
                                                          bind_time=1)))
     available = [f"{A}-0", f"{A}-1", f"{B}-0", f"{B}-1"]
     assert allocator.preferred(Endpoint(VOLCANO.count, "vgpu"), available, [], 1) == [f"{B}-0"]
+
+
+@pytest.mark.parametrize(("value", "hami_disables", "volcano_disables"), [
+    ("true", True, True), ("True", True, True), ("1", True, True), ("t", True, True),
+    ("false", False, True), ("", False, True), ("tRuE", False, True), (" true", False, True),
+    (None, False, False)])
+def test_cuda_disable_control_as_each_peer_reads_it(
+        value: str | None, hami_disables: bool, volcano_disables: bool) -> None:
+    """HAMi ``nvinternal/plugin/server.go:866-884`` keeps the preload mount out only for a
+    ``strconv.ParseBool`` true value; volcano-vgpu ``pkg/plugin/server.go:473-485`` for the
+    variable being there at all."""
+    env = [] if value is None else [{"name": "CUDA_DISABLE_CONTROL", "value": value}]
+    for names, disables in ((HAMI, hami_disables), (VOLCANO, volcano_disables)):
+        cluster, allocator = setup(names)
+        cluster.pods.append(pod("p", containers=[("main", {names.count: "1"})],
+                                env={"main": env}, annotations=vgpu_annotations(
+                                    names, devices(names, f"{A},NVIDIA,1024,10:"),
+                                    bind_time=1)))
+        (answer,) = allocator.allocate(Endpoint(names.count, "vgpu"), [["x"]])
+        preload = "/etc/ld.so.preload" in [m.container_path for m in answer.mounts]
+        assert preload is not disables, names.profile
+
+
+def _with_init(obj: dict[str, Any], name: str, limits: dict[str, str],
+               env: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    obj["spec"]["initContainers"] = [{"name": name, "image": "cuda", "env": env or [],
+                                      "resources": {"limits": limits}}]
+    return obj
+
+
+def test_hami_serves_init_containers_first_in_its_annotation_order() -> None:
+    """HAMi writes one entry per container, init containers first
+    (``pkg/device/devices.go:639-691`` ``Resourcereqs``), and its device plugin maps entry i
+    to ``InitContainers[i]``, then ``Containers[i - len(InitContainers)]``
+    (``nvinternal/plugin/util.go:112-128`` ``popNextContainerDevices``): the init container
+    gets its own devices, cache directory and preload mount, the app container its own."""
+    cluster, allocator = setup(HAMI)
+    text = devices(HAMI, f"{A},NVIDIA,1024,10:", f"{B},NVIDIA,2048,20:")
+    cluster.pods.append(_with_init(pod(
+        "p", containers=[("main", {HAMI.count: "1"})],
+        env={"main": [{"name": "CUDA_DISABLE_CONTROL", "value": "true"}]},
+        annotations=vgpu_annotations(HAMI, text, bind_time=1)), "warmup", {HAMI.count: "1"}))
+    (first,) = allocator.allocate(Endpoint(HAMI.count, "vgpu"), [["x"]])
+    assert first.container == "warmup" and first.envs["NVIDIA_VISIBLE_DEVICES"] == A
+    assert Mount("/usr/local/vgpu", "/usr/local/vgpu/containers/uid-p_warmup",
+                 False) in first.mounts
+    assert "/etc/ld.so.preload" in [m.container_path for m in first.mounts]
+    (second,) = allocator.allocate(Endpoint(HAMI.count, "vgpu"), [["x"]])
+    assert second.container == "main" and second.envs["NVIDIA_VISIBLE_DEVICES"] == B
+    assert "/etc/ld.so.preload" not in [m.container_path for m in second.mounts]
+    assert cluster.pod_annotations("p")[HAMI.bind_phase] == "success"
+
+
+@PROFILES
+def test_entries_for_app_containers_only_skip_the_init_containers(names: VGpuNames) -> None:
+    """volcano-vgpu ``pkg/util/util.go:233-250`` ``GetNextDeviceRequest`` returns
+    ``p.Spec.Containers[idx]``: its entries (and an annotation with one entry per app
+    container, in either profile) stand for the app containers."""
+    cluster, allocator = setup(names)
+    cluster.pods.append(_with_init(pod(
+        "p", containers=[("main", {names.count: "1"})],
+        annotations=vgpu_annotations(names, devices(names, f"{A},NVIDIA,1024,10:"),
+                                     bind_time=1)), "setup", {}))
+    (answer,) = allocator.allocate(Endpoint(names.count, "vgpu"), [["x"]])
+    assert answer.container == "main"
