@@ -96,10 +96,14 @@ class PluginServicer(api_grpc.DevicePluginServicer):
         self.config, self.stopped = config, stopped
 
     def devices(self) -> api.ListAndWatchResponse:
+        """Every virtual device with its health; its NUMA node only with ``numa_topology``
+        (HAMi's ``enableNumaTopology``, off by default: a hint changes what kubelet's
+        TopologyManager admits)."""
+        numa = self.config.numa_topology
         return api.ListAndWatchResponse(devices=[
             api.Device(ID=d.id, health=HEALTHY if d.healthy else UNHEALTHY,
                        topology=api.TopologyInfo(nodes=[api.NUMANode(ID=d.numa)])
-                       if d.numa >= 0 else None)
+                       if numa and d.numa >= 0 else None)
             for d in virtual_devices(self.endpoint, self.state.inventory(), self.config)])
 
     def GetDevicePluginOptions(self, request: api.Empty, context: Any
