@@ -114,6 +114,10 @@ def add_node_agent_arguments(sub: Any) -> None:
                         help="how often device health is checked (default: 0.5)")
     timing.add_argument("--report-period", type=float, default=60.0, metavar="SECONDS",
                         help="how often the node is reported without a change (default: 60)")
+    timing.add_argument("--xid-recovery", type=float, default=0.0, metavar="SECONDS",
+                        help="a GPU marked unhealthy by a critical XID is healthy again after "
+                             "this long without one (default: 0, never until SIGHUP or a "
+                             "restart, as the peers)")
     agent.set_defaults(func=node_agent_main)
 
 
@@ -179,6 +183,16 @@ def _source(args: argparse.Namespace, node: str) -> Any:
     return NvmlSource(nvml=nvml, error=error, sysfs=Sysfs(args.sysfs))
 
 
+def _events(source: Any) -> Any:
+    """NVML's XID events for a source that reads NVML; None for fake devices."""
+    from scheduler.devices.node.inventory import NvmlSource
+    from scheduler.devices.node.xid import NvmlEvents
+
+    if not isinstance(source, NvmlSource):
+        return None
+    return NvmlEvents(nvml=source.nvml, error=source.error)
+
+
 def node_agent_main(args: argparse.Namespace) -> int:
     try:
         import google.protobuf  # noqa: F401
@@ -216,9 +230,10 @@ def node_agent_main(args: argparse.Namespace) -> int:
                                                          "kubelet_internal_checkpoint")
     agent = NodeAgent(config=config, source=source, access=cast(Any, access),
                       kubelet_dir=args.kubelet_dir, checkpoint_path=checkpoint,
-                      health_interval=args.health_interval, report_period=args.report_period)
-    stop = threading.Event()
-    set_on_signals({signal.SIGTERM: stop, signal.SIGINT: stop})
+                      health_interval=args.health_interval, report_period=args.report_period,
+                      events=_events(source), xid_recovery=args.xid_recovery)
+    stop, restart = threading.Event(), threading.Event()
+    set_on_signals({signal.SIGTERM: stop, signal.SIGINT: stop, signal.SIGHUP: restart})
     try:
         agent.start()
     except OSError as exc:
@@ -236,7 +251,7 @@ def node_agent_main(args: argparse.Namespace) -> int:
         raise
     node_access = KubeNodeAccess(client)
     access.connect(node_access)
-    agent.wait(stop)
+    agent.wait(stop, restart)
     node_access.close()
     client.close()
     return 0

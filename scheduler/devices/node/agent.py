@@ -7,13 +7,19 @@ at once; otherwise it reports every ``report_period`` seconds
 (:mod:`~scheduler.devices.node.reporter`). Every API server call goes through ``access``
 (:class:`AgentAccess`), which ``scheduler.cluster.kube.nodeaccess`` implements over the
 Kubernetes client and the tests implement in memory.
+
+With an event source (NVML's, or a fake) a :class:`~scheduler.devices.node.xid.XidMonitor`
+marks cards with critical XIDs unhealthy over what the source reads. :meth:`NodeAgent.restart`
+(SIGHUP) is the peers' plugin restart: the XID marks are forgotten, the cards watched again,
+and every endpoint served and registered with kubelet again; the process goes on.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,7 +30,15 @@ from scheduler.devices.node.handshake import HandshakeAccess
 from scheduler.devices.node.inventory import DeviceSource
 from scheduler.devices.node.plugin import DevicePlugins, DeviceState
 from scheduler.devices.node.reporter import ReportAccess, Reporter
-from scheduler.devices.node.resources import AgentConfig, endpoints
+from scheduler.devices.node.resources import GPUSHARE, AgentConfig, endpoints
+from scheduler.devices.node.xid import (
+    APPLICATION_XIDS,
+    GPUSHARE_APPLICATION_XIDS,
+    EventSource,
+    XidMonitor,
+    XidPolicy,
+    XidSource,
+)
 
 __all__ = ["AgentAccess", "NodeAgent"]
 
@@ -46,6 +60,12 @@ class NodeAgent:
     report_period: float = 60.0
     clock: Callable[[], float] = time.time
     new_id: Callable[[], str] | None = None
+    events: EventSource | None = None
+    """XID events of the cards (None: health by polling the source only)."""
+    xid_recovery: float = 0.0
+    """Seconds without a critical XID after which a card is healthy again (0: never)."""
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    monitor: XidMonitor | None = None
     state: DeviceState | None = None
     allocator: Allocator | None = None
     plugins: DevicePlugins | None = None
@@ -57,7 +77,16 @@ class NodeAgent:
     def start(self) -> None:
         self.config.check()
         served = endpoints(self.config)
-        self.state = state = DeviceState(self.source)
+        source: DeviceSource = self.source
+        if self.events is not None:
+            ignored = (GPUSHARE_APPLICATION_XIDS
+                       if all(e.family == GPUSHARE for e in served) else APPLICATION_XIDS)
+            self.monitor = XidMonitor(events=self.events,
+                                      policy=XidPolicy.from_env(self.environ, ignored),
+                                      recover_after=self.xid_recovery)
+            self.monitor.start([gpu.uuid for gpu in self.source.read().gpus])
+            source = XidSource(self.source, self.monitor)
+        self.state = state = DeviceState(source)
         self.allocator = Allocator(access=self.access, config=self.config,
                                    inventory=state.inventory, clock=self.clock)
         if self.new_id is not None:
@@ -79,11 +108,30 @@ class NodeAgent:
             self._thread.join(5.0)
         if self.plugins is not None:
             self.plugins.stop()
+        if self.monitor is not None:
+            self.monitor.stop()
 
-    def wait(self, stop: threading.Event) -> None:
-        """Run until ``stop`` is set (a signal handler sets it)."""
+    def restart(self) -> None:
+        """Fresh device health and every endpoint served and registered again."""
+        log.info("restarting the device plugin", node=self.config.node_name)
+        if self.monitor is not None:
+            self.monitor.reset()
+        if self.state is not None:
+            try:
+                self.state.refresh()
+            except Exception as exc:  # NVML hiccup: the health loop reads it again
+                log.warning("health check failed", error=str(exc))
+        if self.plugins is not None:
+            self.plugins.restart()
+
+    def wait(self, stop: threading.Event, restart: threading.Event | None = None) -> None:
+        """Run until ``stop`` is set; restart the plugin whenever ``restart`` is set (signal
+        handlers set both)."""
         try:
-            stop.wait()
+            while not stop.wait(0.2):
+                if restart is not None and restart.is_set():
+                    restart.clear()
+                    self.restart()
         finally:
             self.stop()
 

@@ -192,6 +192,11 @@ class DevicePlugins:
         self._thread = threading.Thread(target=self._watch, name="kubelet-watch", daemon=True)
         self._thread.start()
 
+    def restart(self) -> None:
+        """Serve and register every endpoint again (SIGHUP, as the peers' restart loop)."""
+        log.info("restarting the device plugin servers")
+        self._restart()
+
     def stop(self) -> None:
         self._stopped.set()
         self._stop_servers()

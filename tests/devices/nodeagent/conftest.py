@@ -68,7 +68,8 @@ def start_agent(socket_dir: str) -> Iterator[Callable[..., Running]]:
         agent = NodeAgent(config=config, source=source, access=cluster, kubelet_dir=socket_dir,
                           health_interval=options.get("health_interval", 0.05),
                           checkpoint_path=options.get("checkpoint_path", ""),
-                          new_id=lambda: "cache-id")
+                          new_id=lambda: "cache-id", events=options.get("events"),
+                          xid_recovery=options.get("xid_recovery", 0.0), environ={})
         agent.start()
         started.append(agent)
         return Running(agent, source, cluster)
