@@ -60,11 +60,7 @@ from scheduler.devices.codec import (
 from scheduler.devices.finegrained.names import (
     ALLOCATED,
     DEPRECATED,
-    GPU_CORE,
-    GPU_MEMORY,
-    GPU_MEMORY_RATIO,
-    HAMI_CORE,
-    ISOLATION_LABEL,
+    RDMA,
     TYPE_GPU,
     TYPE_RDMA,
 )
@@ -74,6 +70,7 @@ from scheduler.devices.node.handshake import FAILED, SUCCESS, HandshakeAccess
 from scheduler.devices.node.inventory import Inventory, uverbs_of
 from scheduler.devices.node.nodelock import NodeLocker, parse_lock
 from scheduler.devices.node.resources import FINEGRAINED, GPUSHARE, AgentConfig, Endpoint
+from scheduler.devices.node.runtime import container_env
 
 __all__ = ["AllocationError", "Allocator", "ContainerAnswer", "DeviceNode", "Mount"]
 
@@ -515,6 +512,11 @@ class Allocator:
 
     def _finegrained_answer(self, pod: Mapping[str, Any], container: str,
                             endpoint: Endpoint) -> ContainerAnswer:
+        """What koordlet's hooks inject into *every* container of the pod, whichever of the
+        pod's resources the call is for: the GPU hook's environment (and HAMi-core's mounts)
+        and the RDMA hook's device nodes. Kubelet merges the answers of a container's
+        resources (the same variables, devices by container path), so a container asking
+        for GPU and RDMA gets each once, and one asking for either gets both."""
         # The ledger pulls in the fine-grained placement code (numpy): only this family needs it.
         from scheduler.devices.finegrained.ledger import AllocationError as DecodeError
         from scheduler.devices.finegrained.ledger import decode_allocation
@@ -525,33 +527,29 @@ class Allocator:
         except (DecodeError, ValueError) as exc:
             raise AllocationError(f"pod {_key(pod)}: unreadable {ALLOCATED} annotation: {exc}"
                                   ) from None
-        if endpoint.resource == "koordinator.sh/rdma":
-            return ContainerAnswer(devices=self._rdma_nodes(pod, allocation.get(TYPE_RDMA, ())),
-                                   pod=_key(pod), container=container)
-        gpus = allocation.get(TYPE_GPU, ())
-        if not gpus:
+        gpus, picks = allocation.get(TYPE_GPU, ()), allocation.get(TYPE_RDMA, ())
+        rdma = endpoint.resource == RDMA
+        if not rdma and not gpus:
             raise AllocationError(f"pod {_key(pod)}: {ALLOCATED} holds no GPU for "
                                   f"{endpoint.resource}")
+        devices = self._rdma_nodes(pod, picks) if rdma or picks else ()
+        if not gpus:
+            return ContainerAnswer(devices=devices, pod=_key(pod), container=container)
         inventory = self.inventory()
         missing = sorted({p.minor for p in gpus} - {g.minor for g in inventory.gpus})
         if missing:
             raise AllocationError(f"pod {_key(pod)}: {ALLOCATED} names GPU minor(s) "
                                   f"{', '.join(map(str, missing))} that node {self.node_name} "
                                   f"does not have")
-        envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(str(p.minor) for p in gpus)}
+        envs = container_env(allocation, labels=_meta(pod).get("labels") or {})
         mounts: tuple[Mount, ...] = ()
-        labels = _meta(pod).get("labels") or {}
-        first = gpus[0].resources
-        if labels.get(ISOLATION_LABEL) == HAMI_CORE and first.get(GPU_MEMORY_RATIO, 100) < 100:
-            if GPU_MEMORY in first:
-                envs["CUDA_DEVICE_MEMORY_LIMIT"] = str(first[GPU_MEMORY])
-            if GPU_CORE in first:
-                envs["CUDA_DEVICE_SM_LIMIT"] = str(first[GPU_CORE])
+        if "CUDA_DEVICE_MEMORY_LIMIT" in envs or "CUDA_DEVICE_SM_LIMIT" in envs:
             library = self.config.hami_core_library
             envs["LD_PRELOAD"] = library
             mounts = (Mount(library, library, True), Mount("/tmp/vgpulock", "/tmp/vgpulock",
                                                            False))
-        return ContainerAnswer(envs=envs, mounts=mounts, pod=_key(pod), container=container)
+        return ContainerAnswer(envs=envs, mounts=mounts, devices=devices, pod=_key(pod),
+                               container=container)
 
     def _rdma_nodes(self, pod: Mapping[str, Any], picks: Sequence[Any]) -> tuple[DeviceNode, ...]:
         inventory = self.inventory()

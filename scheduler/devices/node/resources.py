@@ -10,13 +10,15 @@ decides the IDs, spelled as its peer spells them so logs and checkpoints read th
 * the vGPU count (``volcano.sh/vgpu-number``, or ``nvidia.com/gpu`` in the HAMi profile):
   split count IDs per card, ``<uuid>-<i>`` (volcano-vgpu's and HAMi's ``apiDevices``);
 * ``nvidia.com/gpu`` (fine-grained): one ID per card, its UUID (NVIDIA's device plugin);
-* ``koordinator.sh/gpu-core`` and ``koordinator.sh/gpu-memory-ratio``: 100 IDs per card,
-  ``<uuid>::<j>``, and ``koordinator.sh/rdma``: 100 per NIC, ``<busID>::<j>`` (Koordinator
-  has no device plugin for them; koordlet's hooks act at container creation instead).
+* ``koordinator.sh/gpu-core``, ``koordinator.sh/gpu-memory-ratio`` and ``koordinator.sh/gpu``
+  (core and memory ratio together): 100 IDs per card, ``<uuid>::<j>``, and
+  ``koordinator.sh/rdma``: 100 per NIC, ``<busID>::<j>`` (Koordinator has no device plugin
+  for them; koordlet's hooks act at container creation instead, so kubelet must call
+  ``Allocate`` for every container that asks for any of them).
 
 Quantities counted in bytes or MiB — ``koordinator.sh/gpu-memory`` (bytes; kubelet would need
 one ID per byte), the vGPU family's ``volcano.sh/vgpu-memory`` and ``volcano.sh/vgpu-cores``,
-GPU share's card count in memory mode, and ``koordinator.sh/gpu`` — are not endpoints: the
+and GPU share's card count in memory mode — are not endpoints: the
 reporter writes them into the Node's ``status.capacity``/``allocatable`` as koord-manager's
 ``GPUDeviceResource`` and volcano-device-plugin's ``PatchGPUResourceOnNode`` do, summed over
 healthy devices.
@@ -150,7 +152,7 @@ def endpoints(config: AgentConfig) -> tuple[Endpoint, ...]:
         out.append(Endpoint(cfg.names.count, VGPU))
     if cfg.finegrained:
         out += [Endpoint(name, FINEGRAINED) for name in (NVIDIA_GPU, GPU_CORE, GPU_MEMORY_RATIO,
-                                                         RDMA)]
+                                                         GPU, RDMA)]
     return tuple(out)
 
 
@@ -166,7 +168,7 @@ def virtual_devices(endpoint: Endpoint, inventory: Inventory,
                 for gpu in inventory.gpus for i in range(config.split_count)]
     if resource in (SHARE_NUMBER, NVIDIA_GPU):
         return [VirtualDevice(gpu.uuid, gpu.healthy, gpu.numa) for gpu in inventory.gpus]
-    if resource in (GPU_CORE, GPU_MEMORY_RATIO):
+    if resource in (GPU_CORE, GPU_MEMORY_RATIO, GPU):
         return [VirtualDevice(f"{gpu.uuid}::{j}", gpu.healthy, gpu.numa)
                 for gpu in inventory.gpus for j in range(100)]
     if resource == RDMA:
@@ -199,5 +201,4 @@ def status_resources(config: AgentConfig, inventory: Inventory) -> dict[str, str
         out[names.cores] = str(100 * len(healthy))
     if cfg.finegrained:
         out[GPU_MEMORY] = str(sum(gpu.memory for gpu in healthy))
-        out[GPU] = str(100 * len(healthy))
     return out

@@ -5,14 +5,16 @@ its isolation label), following koordlet's GPU hook: ``NVIDIA_VISIBLE_DEVICES`` 
 allocated GPU **minors**; for a shared card (the first GPU's memory ratio below 100) isolated
 by HAMi-core (pod label ``koordinator.sh/gpu-isolation-provider: HAMi-core``) the container
 also gets ``CUDA_DEVICE_MEMORY_LIMIT`` (bytes, a plain integer) and ``CUDA_DEVICE_SM_LIMIT``
-(the ``gpu-core`` percent). Every container of the pod gets the same environment.
+(the ``gpu-core`` percent). Every container of the pod gets the same environment: koordlet
+runs the hook at the creation of each container (``PreCreateContainer``, through NRI or its
+runtime proxy), with no regard to what the container asks for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from scheduler.devices.finegrained.ledger import Allocation, decode_allocation
 from scheduler.devices.finegrained.names import (
     GPU_CORE,
     GPU_MEMORY,
@@ -22,8 +24,10 @@ from scheduler.devices.finegrained.names import (
     TYPE_GPU,
 )
 
-__all__ = ["container_env"]
+if TYPE_CHECKING:  # the ledger pulls in numpy: the node agent imports it only when needed
+    from scheduler.devices.finegrained.ledger import Allocation
 
+__all__ = ["container_env"]
 
 
 def container_env(allocation: Allocation | str, *, labels: Mapping[str, str] | None = None,
@@ -31,6 +35,8 @@ def container_env(allocation: Allocation | str, *, labels: Mapping[str, str] | N
     """The environment for ``allocation`` (the annotation text or decoded); ``isolate``
     overrides the pod label. Raises ``ValueError`` for an unreadable annotation."""
     if isinstance(allocation, str):
+        from scheduler.devices.finegrained.ledger import decode_allocation
+
         allocation = decode_allocation(allocation)
     gpus = allocation.get(TYPE_GPU, ())
     if not gpus:

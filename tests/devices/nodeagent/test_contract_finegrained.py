@@ -65,10 +65,11 @@ def test_whole_gpus_and_rdma_vf_and_pf(tmp_path: Path) -> None:
     (gpus,) = allocator.allocate(Endpoint("nvidia.com/gpu", "finegrained"), [["a", "b"]])
     assert dict(gpus.envs) == {"NVIDIA_VISIBLE_DEVICES": "0,1"} and not gpus.mounts
     (rdma,) = allocator.allocate(Endpoint("koordinator.sh/rdma", "finegrained"), [["r1", "r2"]])
-    assert not rdma.envs
     assert rdma.devices == (DeviceNode("/dev/infiniband/rdma_cm", "/dev/infiniband/rdma_cm"),
                             DeviceNode("/dev/infiniband/uverbs4", "/dev/infiniband/uverbs4"),
                             DeviceNode("/dev/infiniband/uverbs1", "/dev/infiniband/uverbs1"))
+    # both hooks act on every container: each answer carries the GPUs and the RDMA devices
+    assert rdma.envs == gpus.envs and gpus.devices == rdma.devices
     assert os.path.isdir(tmp_path)
 
 
@@ -95,3 +96,50 @@ def test_unusable_allocation_names_the_pod(text: str) -> None:
                             containers=[("main", {"nvidia.com/gpu": "1"})]))
     with pytest.raises(AllocationError, match="pod ml/bad"):
         allocator.allocate(Endpoint("nvidia.com/gpu", "finegrained"), [["x"]])
+
+
+def test_every_container_the_plugin_reaches_gets_the_pod_s_whole_injection(
+        tmp_path: Path) -> None:
+    """koordlet runs its GPU hook (``hooks/gpu/gpu.go:54-133`` ``InjectContainerGPUEnv``) and
+    its RDMA hook (``hooks/rdma/rdma.go:56-137`` ``InjectDevice``) at the creation of every
+    container of the pod (``runtimehooks/nri/handlers.go:76-97`` ``CreateContainer``, no
+    filter on what the container asks for): a container asking only for RDMA sees the GPUs,
+    one asking only for a GPU share gets the RDMA devices, and one asking for the combined
+    ``koordinator.sh/gpu`` (a resource kubelet only calls ``Allocate`` for because the agent
+    serves it) gets all of it too."""
+    (tmp_path / "bus/pci/devices/0000:18:00.1/infiniband_verbs/uverbs4").mkdir(parents=True)
+    cluster, allocator = setup(sysfs=str(tmp_path))
+    text = json.dumps({"gpu": GPU_SHARE["gpu"], "rdma": [JOINT["rdma"][0]]})
+    cluster.pods.append(pod("mixed", annotations={ALLOCATED: text},
+                            labels={"koordinator.sh/gpu-isolation-provider": "HAMi-core"},
+                            containers=[("train", {"koordinator.sh/gpu-core": "30",
+                                                   "koordinator.sh/gpu-memory-ratio": "50"}),
+                                        ("net", {"koordinator.sh/rdma": "1"}),
+                                        ("combined", {"koordinator.sh/gpu": "50"})]))
+    answers = {}
+    for resource, count in (("koordinator.sh/gpu-core", 30), ("koordinator.sh/rdma", 1),
+                            ("koordinator.sh/gpu", 50)):
+        (answers[resource],) = allocator.allocate(Endpoint(resource, "finegrained"),
+                                                  [["x"] * count])
+    assert [a.container for a in answers.values()] == ["train", "net", "combined"]
+    env = {"NVIDIA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_MEMORY_LIMIT": str(8 * 2**30),
+           "CUDA_DEVICE_SM_LIMIT": "30", "LD_PRELOAD": "/usr/local/vgpu/libvgpu.so"}
+    devices = (DeviceNode("/dev/infiniband/rdma_cm", "/dev/infiniband/rdma_cm"),
+               DeviceNode("/dev/infiniband/uverbs4", "/dev/infiniband/uverbs4"))
+    for answer in answers.values():
+        assert dict(answer.envs) == env and answer.devices == devices
+        assert Mount("/tmp/vgpulock", "/tmp/vgpulock", False) in answer.mounts
+
+
+def test_the_combined_gpu_resource_is_served_like_gpu_core() -> None:
+    """``koordinator.sh/gpu`` is counted in percent of a card like ``gpu-core``
+    (``apis/extension/device_share.go:50``): 100 IDs per card, and no longer a status
+    quantity the reporter writes (kubelet counts a served resource itself)."""
+    from scheduler.devices.node.resources import endpoints, status_resources, virtual_devices
+
+    config = AgentConfig(node_name="gpu-1", devices=DeviceConfig(finegrained=True))
+    served = {e.resource: e for e in endpoints(config)}
+    assert "koordinator.sh/gpu" in served
+    ids = [d.id for d in virtual_devices(served["koordinator.sh/gpu"], inventory(2), config)]
+    assert len(ids) == 200 and ids[0].endswith("::0")
+    assert "koordinator.sh/gpu" not in status_resources(config, inventory(2))

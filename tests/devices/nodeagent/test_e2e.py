@@ -88,12 +88,17 @@ class NodeSide:
             "capacity": {resource: str(count)}, "allocatable": {resource: str(count)}}})
 
     def admit(self, namespace: str, pod: str, requests: dict[str, int]) -> dict[str, Any]:
-        """What kubelet does for a one-container pod: Allocate per resource, then Running."""
-        envs: dict[str, Any] = {}
+        """What kubelet does for a one-container pod: Allocate per resource, then Running.
+        The answers merge as kubelet's ``GetDeviceRunContainerOptions``
+        (``pkg/kubelet/cm/devicemanager/manager.go``) merges them: the first answer's value
+        of a variable and the first device of a container path win."""
+        envs: dict[str, Any] = {"_devices": []}
         for resource, count in requests.items():
             answer = self.kubelet.allocate(resource, count)
-            envs.update(dict(answer.envs))
-            envs.setdefault("_devices", []).extend(d.host_path for d in answer.devices)
+            for key, value in answer.envs.items():
+                envs.setdefault(key, value)
+            envs["_devices"].extend(d.host_path for d in answer.devices
+                                    if d.host_path not in envs["_devices"])
         raw(self.kube.core.patch_namespaced_pod_status, pod, namespace,
             {"status": {"phase": "Running"}})
         return envs

@@ -23,7 +23,7 @@ from tests.devices.nodeagent.conftest import Running
 from tests.devices.nodeagent.fakekubelet import FakeKubelet
 
 ALL = {"volcano.sh/vgpu-number", "nvidia.com/gpu", "koordinator.sh/gpu-core",
-       "koordinator.sh/gpu-memory-ratio", "koordinator.sh/rdma"}
+       "koordinator.sh/gpu-memory-ratio", "koordinator.sh/gpu", "koordinator.sh/rdma"}
 
 
 def test_every_resource_registers_and_lists_its_virtual_devices(
