@@ -466,8 +466,9 @@ class Allocator:
         cache_root = f"{hook}/vgpu" if hami else "/tmp/vgpu"
         envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = f"{cache_root}/{self.new_id()}.cache"
         envs.update(hami_core_env(
-            profile=profile, memory_scaling=config.memory_scaling,
-            core_scaling=config.core_scaling, disable_core_limit=config.disable_core_limit,
+            profile=profile, device_memory_scaling=config.device_memory_scaling,
+            device_cores_scaling=config.device_cores_scaling,
+            disable_core_limit=config.disable_core_limit,
             libcuda_log_level=config.libcuda_log_level, gpu_core_policy=config.gpu_core_policy,
             container=container))
         name = str(container.get("name", ""))

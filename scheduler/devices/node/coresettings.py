@@ -50,8 +50,8 @@ CORE_LIMIT_SWITCH = "GPU_CORE_UTILIZATION_POLICY"
 # device-config.yaml key -> AgentConfig field, and how to read the value
 _DEVICE_KEYS = {
     "deviceSplitCount": ("split_count", "int"),
-    "deviceMemoryScaling": ("memory_scaling", "float"),
-    "deviceCoreScaling": ("core_scaling", "float"),
+    "deviceMemoryScaling": ("device_memory_scaling", "float"),
+    "deviceCoreScaling": ("device_cores_scaling", "float"),
     "disableCoreLimit": ("disable_core_limit", "bool"),
     "libCudaLogLevel": ("libcuda_log_level", "str"),
     "gpuCorePolicy": ("gpu_core_policy", "str"),
@@ -61,16 +61,16 @@ _DEVICE_KEYS = {
 # HAMi's NodeDefaultConfig json names (config.json ``nodeconfig`` entries)
 _NODE_KEYS = {
     "devicesplitcount": ("split_count", "int"),
-    "devicememoryscaling": ("memory_scaling", "float"),
-    "devicecorescaling": ("core_scaling", "float"),
+    "devicememoryscaling": ("device_memory_scaling", "float"),
+    "devicecorescaling": ("device_cores_scaling", "float"),
     "libcudaloglevel": ("libcuda_log_level", "str"),
     "enablenumatopology": ("numa_topology", "bool"),
 }
 # flag dest -> (AgentConfig field, the peer's environment variable for it)
 _FLAG_ENV = {
     "split_count": ("split_count", "DEVICE_SPLIT_COUNT"),
-    "device_memory_scaling": ("memory_scaling", "DEVICE_MEMORY_SCALING"),
-    "device_cores_scaling": ("core_scaling", "DEVICE_CORES_SCALING"),
+    "device_memory_scaling": ("device_memory_scaling", "DEVICE_MEMORY_SCALING"),
+    "device_cores_scaling": ("device_cores_scaling", "DEVICE_CORES_SCALING"),
     "disable_core_limit": ("disable_core_limit", "DISABLE_CORE_LIMIT"),
     "libcuda_log_level": ("libcuda_log_level", ""),
     "gpu_core_policy": ("gpu_core_policy", ""),
@@ -170,12 +170,12 @@ def memory_limit(memory_mib: int, *, profile: str, gpu_memory_factor: int) -> st
     return f"{memory_mib * factor}m"
 
 
-def hami_core_env(*, profile: str, memory_scaling: float, core_scaling: float,
+def hami_core_env(*, profile: str, device_memory_scaling: float, device_cores_scaling: float,
                   disable_core_limit: bool, libcuda_log_level: str, gpu_core_policy: str,
                   container: Mapping[str, Any]) -> dict[str, str]:
     """The switches a vGPU container's HAMi-core gets (see the module docstring)."""
     env: dict[str, str] = {}
-    scaling = memory_scaling if profile == "hami" else core_scaling
+    scaling = device_memory_scaling if profile == "hami" else device_cores_scaling
     if scaling > 1:
         env["CUDA_OVERSUBSCRIBE"] = "true"
     if libcuda_log_level:

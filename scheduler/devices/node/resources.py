@@ -78,9 +78,9 @@ class AgentConfig:
     sysfs: str = "/sys"
     prepare_host_dirs: bool = False
     """vGPU: create HAMi-core's per-container cache directories on the host (a real node)."""
-    memory_scaling: float = 1.0
+    device_memory_scaling: float = 1.0
     """vGPU: HAMi's ``deviceMemoryScaling`` (above 1: oversubscribed card memory)."""
-    core_scaling: float = 1.0
+    device_cores_scaling: float = 1.0
     """vGPU: ``deviceCoreScaling``."""
     disable_core_limit: bool = False
     """vGPU: ``disableCoreLimit`` (HAMi-core ignores the core limit)."""
@@ -110,9 +110,10 @@ class AgentConfig:
                                    f"serve {NVIDIA_GPU}; enable one of them on this node")
         if self.split_count < 1 or self.gpu_memory_factor < 1:
             raise AgentConfigError("--split-count and --gpu-memory-factor must be at least 1")
-        if not (self.memory_scaling > 0 and self.core_scaling > 0):
-            raise AgentConfigError("device memory and core scaling must be above 0, got "
-                                   f"{self.memory_scaling:g} and {self.core_scaling:g}")
+        if not (self.device_memory_scaling > 0 and self.device_cores_scaling > 0):
+            raise AgentConfigError(f"device memory and core scaling must be above 0, got "
+                                   f"{self.device_memory_scaling:g} and "
+                                   f"{self.device_cores_scaling:g}")
         if self.libcuda_log_level and not self.libcuda_log_level.isdigit():
             raise AgentConfigError(f"the libcuda log level must be a number (0 errors, "
                                    f"1 warnings, 3 infos, 4 debugs), got "

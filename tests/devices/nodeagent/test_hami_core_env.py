@@ -67,21 +67,23 @@ def test_hami_oversubscribes_on_memory_scaling_and_passes_log_level_and_core_swi
     """HAMi server.go:839-847: ``DeviceMemoryScaling > 1`` → ``CUDA_OVERSUBSCRIBE``;
     ``LogLevel`` → ``LIBCUDA_LOG_LEVEL``; ``DisableCoreLimit`` → ``GPU_CORE_UTILIZATION_POLICY
     =disable`` (``util.CoreLimitSwitch``, ``pkg/util/types.go:40``)."""
-    got = answer(HAMI, memory_scaling=1.5, libcuda_log_level="3", disable_core_limit=True)
+    got = answer(HAMI, device_memory_scaling=1.5, libcuda_log_level="3",
+                 disable_core_limit=True)
     assert switches(got) == {"CUDA_OVERSUBSCRIBE": "true", "LIBCUDA_LOG_LEVEL": "3",
                              "GPU_CORE_UTILIZATION_POLICY": "disable"}
     assert got.envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1024m"
-    assert switches(answer(HAMI, core_scaling=2.0)) == {}
+    assert switches(answer(HAMI, device_cores_scaling=2.0)) == {}
 
 
 def test_volcano_oversubscribes_on_core_scaling_and_multiplies_the_memory_factor() -> None:
     """volcano-vgpu server.go:441 (``Usedmem * GPUMemoryFactor``), 446-451
     (``DeviceCoresScaling > 1`` → ``CUDA_OVERSUBSCRIBE``; ``DisableCoreLimit``)."""
-    got = answer(VOLCANO, core_scaling=2.0, gpu_memory_factor=4, disable_core_limit=True)
+    got = answer(VOLCANO, device_cores_scaling=2.0, gpu_memory_factor=4,
+                 disable_core_limit=True)
     assert switches(got) == {"CUDA_OVERSUBSCRIBE": "true",
                              "GPU_CORE_UTILIZATION_POLICY": "disable"}
     assert got.envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == "4096m"
-    assert switches(answer(VOLCANO, memory_scaling=2.0)) == {}
+    assert switches(answer(VOLCANO, device_memory_scaling=2.0)) == {}
     # HAMi has no memory factor on the limit
     assert answer(HAMI, gpu_memory_factor=4).envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1024m"
 
@@ -97,7 +99,7 @@ def test_core_policy_is_injected_unless_default_or_the_container_sets_it() -> No
 
 
 @pytest.mark.parametrize(("settings", "fragment"), [
-    ({"memory_scaling": 0.0}, "scaling must be above 0"),
+    ({"device_memory_scaling": 0.0}, "scaling must be above 0"),
     ({"libcuda_log_level": "loud"}, "log level must be a number"),
     ({"gpu_core_policy": "always"}, "core policy must be default, force or disable"),
 ])
@@ -134,7 +136,8 @@ def test_device_config_then_flags_then_the_node_s_entry(tmp_path: Path) -> None:
         ["node-agent", "--vgpu", "--device-config", str(device), "--node-config", str(node),
          "--libcuda-log-level", "4", "--split-count", "8"])
     assert _core_settings(args, "gpu-1") == {
-        "split_count": 8, "memory_scaling": 2.5, "core_scaling": 1.0, "libcuda_log_level": "4",
+        "split_count": 8, "device_memory_scaling": 2.5, "device_cores_scaling": 1.0,
+        "libcuda_log_level": "4",
         "gpu_core_policy": "force", "gpu_memory_factor": 2, "numa_topology": True}
     plain = build_parser(only="node-agent").parse_args(["node-agent", "--vgpu"])
     assert _core_settings(plain, "gpu-1") == {}
@@ -145,9 +148,9 @@ def test_the_peers_environment_variables_stand_for_unset_flags() -> None:
     ``DEVICE_CORES_SCALING``, ``DISABLE_CORE_LIMIT``."""
     env = {"DEVICE_SPLIT_COUNT": "5", "DEVICE_MEMORY_SCALING": "2", "DEVICE_CORES_SCALING": "3",
            "DISABLE_CORE_LIMIT": "true"}
-    assert flag_settings({}, env) == {"split_count": 5, "memory_scaling": 2.0,
-                                      "core_scaling": 3.0, "disable_core_limit": True}
-    assert flag_settings({"device_memory_scaling": 1.25}, env)["memory_scaling"] == 1.25
+    assert flag_settings({}, env) == {"split_count": 5, "device_memory_scaling": 2.0,
+                                      "device_cores_scaling": 3.0, "disable_core_limit": True}
+    assert flag_settings({"device_memory_scaling": 1.25}, env)["device_memory_scaling"] == 1.25
     with pytest.raises(CoreSettingsError, match=r"\$DEVICE_CORES_SCALING: 'lots' is not a "
                                                 r"number"):
         flag_settings({}, {"DEVICE_CORES_SCALING": "lots"})
