@@ -315,7 +315,7 @@ def test_go_durations(text: str, seconds: float) -> None:
     assert parse_go_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["5", "m", "5 m", "5x", "1h-3m", ""])
+@pytest.mark.parametrize("text", ["5", "m", "5 m", " 5m", "5x", "1h-3m", ""])
 def test_go_duration_errors(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         parse_go_duration(text)

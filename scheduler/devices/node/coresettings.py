@@ -32,8 +32,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 __all__ = [
     "CORE_POLICIES",
     "CoreSettingsError",
@@ -109,6 +107,8 @@ def _value(raw: object, kind: str, where: str) -> Any:
 
 def read_device_config(text: str, *, source: str) -> dict[str, Any]:
     """The AgentConfig fields the ``nvidia:`` section of a device config sets."""
+    import yaml  # only when a device config is given: the agent registers before it reads one
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -59,7 +59,7 @@ _GO_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 def parse_go_duration(text: str) -> float:
     """Seconds of a Go ``time.ParseDuration`` string (``1h30m``, ``90s``, ``-1.5m``, ``0``);
     ValueError for anything Go refuses."""
-    body = text.strip()
+    body = text
     sign = -1.0 if body.startswith("-") else 1.0
     body = body[1:] if body[:1] in "+-" else body
     if body == "0":

@@ -32,6 +32,7 @@ from scheduler.devices.base import DeviceConfig
 from scheduler.devices.finegrained.names import GPU, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, RDMA
 from scheduler.devices.names import GPU_MEMORY as SHARE_MEMORY
 from scheduler.devices.names import GPU_NUMBER as SHARE_NUMBER
+from scheduler.devices.node.coresettings import CORE_POLICIES
 from scheduler.devices.node.inventory import Inventory
 
 __all__ = [
@@ -118,7 +119,7 @@ class AgentConfig:
             raise AgentConfigError(f"the libcuda log level must be a number (0 errors, "
                                    f"1 warnings, 3 infos, 4 debugs), got "
                                    f"{self.libcuda_log_level!r}")
-        if self.gpu_core_policy not in ("", "default", "force", "disable"):
+        if self.gpu_core_policy and self.gpu_core_policy not in CORE_POLICIES:
             raise AgentConfigError(f"the GPU core policy must be default, force or disable, "
                                    f"got {self.gpu_core_policy!r}")
 
