@@ -17,6 +17,8 @@ Public surface:
   to ``warnings`` naming the objects; what Volcano tolerates (a missing member, a node in two
   HyperNodes of one tier, a selector no node matches, a ``regexMatch`` pattern Go's RE2 refuses)
   only adds a warning. Patterns are RE2, matched unanchored (``scheduler/api/goregex.py``).
+- ``status_node_count(hypernode, nodes)``: ``status.nodeCount`` as Volcano's HyperNode
+  controller writes it (the names its members select, not the nodes under it).
 - ``HyperNodeTree``: ``tiers`` (ascending), ``by_tier``, ``tier_names``, ``info[name]``
   (``HyperNodeInfo``: tier, tier name, parent, children, nodes), ``nodes_of(name)``,
   ``hypernode_of(node, tier)``, ``containing(node)``, ``ancestors(name)``, ``lca(a, b)``,
@@ -48,6 +50,7 @@ __all__ = [
     "Member",
     "build_tree",
     "hypernode_from_object",
+    "status_node_count",
 ]
 
 MEMBER_NODE = "Node"
@@ -147,6 +150,21 @@ def _member(raw: Any, where: str, err: Any) -> Member:
         return Member(type=kind, regex=pattern)  # a pattern RE2 refuses is a tree warning
     label = parse_label_selector(selector["labelMatch"], where + ".selector.labelMatch", err)
     return Member(type=kind, label=label)
+
+
+def status_node_count(hypernode: HyperNode, nodes: Mapping[str, Mapping[str, str]]) -> int:
+    """Volcano's ``actualNodeCnt`` (``pkg/controllers/hypernode/hypernode_handler.go``) over
+    ``GetMembers`` (``pkg/util/hypernode/member_selector.go``): the distinct names the members
+    select, whatever their type. An exact name counts even when no such node exists (and a
+    HyperNode member counts as one), a regex or label member counts the existing nodes it
+    picks; so a spine of two leaves says 2, not the nodes under them."""
+    names: set[str] = set()
+    for member in hypernode.members:
+        if member.exact:
+            names.add(member.exact)
+        else:
+            names.update(n for n, labels in nodes.items() if member.matches(n, labels))
+    return len(names)
 
 
 @dataclass(slots=True)

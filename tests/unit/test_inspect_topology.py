@@ -123,7 +123,10 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data == topology_json(inspect_topology(_cluster()))
     (spine,) = data["hypernodes"]
-    assert (spine["name"], spine["tier"], spine["nodeCount"]) == ("spine", 2, 4)
+    # nodeCount as Volcano's HyperNode controller writes it (hypernode_handler.go:121
+    # actualNodeCnt): the spine's two member names; the nodes under it are nodesUnder.
+    assert (spine["name"], spine["tier"], spine["nodeCount"], spine["nodesUnder"]) == (
+        "spine", 2, 2, 4)
     assert [c["name"] for c in spine["children"]] == ["leaf-a", "leaf-b"]
     assert spine["children"][0]["nodes"] == ["n1", "n2"]
     assert spine["used"]["cpu"] == "7" and spine["allocatable"]["cpu"] == "32"
