@@ -183,13 +183,23 @@ def _sub_scores(session: Session, sub: SubJob, names: list[str]) -> dict[str, fl
     return total
 
 
-def _sub_gradients(session: Session, job: JobInfo, sub: SubJob, root: str) -> list[list[str]]:
+def _sub_gradients(
+    session: Session, job: JobInfo, sub: SubJob, root: str, purpose: str = "allocate"
+) -> list[list[str]]:
     for tier in session.hooks(h.HyperNodeGradient):
         for plugin in tier:
             if isinstance(plugin, SubJobGradient):
-                return plugin.sub_job_gradients(job, sub, root, "allocate")
+                return plugin.sub_job_gradients(job, sub, root, purpose)
             return [[root]]
     return [[root]]
+
+
+def sub_job_gradients(
+    session: Session, job: JobInfo, sub: SubJob, root: str, purpose: str
+) -> list[list[str]]:
+    """Volcano's ``HyperNodeGradientForSubJobFn``: the first gradient plugin's answer, else
+    ``root`` alone."""
+    return _sub_gradients(session, job, sub, root, purpose)
 
 
 def default_sub_job_candidates(session: Session, job: JobInfo, root: str) -> list[str]:
