@@ -213,17 +213,11 @@ def _job(key: str, group: Obj, tree: HyperNodeTree) -> JobPlacement:
     return job
 
 
-def _lowest_hypernode(tree: HyperNodeTree, node: str) -> str:
-    for tier in tree.tiers:
-        found = tree.hypernode_of(node, tier)
-        if found:
-            return found
-    return ""
-
-
 def _place_jobs(report: TopologyReport,
                 jobs: Mapping[str, tuple[JobPlacement, set[str]]]) -> None:
-    """A job goes to the lowest common HyperNode of its pods' nodes (the cluster when none)."""
+    """A job goes where the scheduler sees it (Volcano's ``recoverAllocatedHyperNode``): of the
+    HyperNodes holding every node its pods are bound to, the one of the lowest tier (by name
+    among equals); the cluster when none holds them all."""
     tree = report.tree
     for key in sorted(jobs):
         job, nodes = jobs[key]
@@ -231,11 +225,11 @@ def _place_jobs(report: TopologyReport,
             if job.pending:
                 report.pending.append(job)
             continue
-        leaves = [_lowest_hypernode(tree, node) for node in sorted(nodes)]
-        place = leaves[0] if all(leaves) else CLUSTER
-        for leaf in leaves[1:]:
-            if place:
-                place = tree.lca(place, leaf)
+        common: set[str] | None = None
+        for node in nodes:
+            holding = set(tree.containing(node))
+            common = holding if common is None else common & holding
+        place = min(common, key=lambda n: (tree.tier_of(n), n)) if common else CLUSTER
         if job.hard_tier is not None:
             job.over = place == CLUSTER or tree.tier_of(place) > job.hard_tier
         report.jobs_at.setdefault(place, []).append(job)

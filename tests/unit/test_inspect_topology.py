@@ -155,3 +155,19 @@ def test_cli_subtree_that_does_not_exist(tmp_path: Path,
     assert main(["inspect", "topology", _write(tmp_path, _cluster()),
                  "--hypernode", "nope"]) == 0
     assert "No HyperNode named nope." in capsys.readouterr().out
+
+
+def test_a_job_sits_where_the_scheduler_sees_it() -> None:
+    """session.go:364 recoverAllocatedHyperNode: of the HyperNodes holding every pod's node,
+    the lowest tier. n2 is listed in leaves a and b; pods on n2 and n3 sit in b (the leaf of
+    n2 taken by name order, a, and b have no common ancestor: the cluster, before)."""
+    objects: list[dict[str, Any]] = [make_node(f"n{i}", cpu="8") for i in range(1, 4)]
+    objects += [make_hypernode("a", tier=1, nodes=["n1", "n2"]),
+                make_hypernode("b", tier=1, nodes=["n2", "n3"]),
+                make_podgroup("job", min_member=2,
+                              network_topology={"mode": "hard", "highestTierAllowed": 1}),
+                make_pod("job-0", cpu="1", group="job", node="n2"),
+                make_pod("job-1", cpu="1", group="job", node="n3")]
+    report = inspect_topology(objects)
+    (job,) = report.jobs_at["b"]
+    assert job.name == "default/job" and not job.over
