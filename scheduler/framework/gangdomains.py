@@ -153,7 +153,7 @@ def plan_in_domain(
     was_ready = session.job_ready(job)
     statement = Statement(session)
     for victim in victims:
-        statement.evict(victim, reason)
+        statement.evict(victim, reason, for_job=job)
     pipelined = False
     for sub in sub_job_order(session, job, pending):
         tasks = pending_of(sub, pending)

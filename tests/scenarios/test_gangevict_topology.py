@@ -12,10 +12,12 @@ by domain takes only victims of the leaf the preemptor goes to."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from scheduler.commands.cli import main
 from scheduler.conf import parse_conf
 from tests.builders import make_hypernode, make_node, simulate
 from tests.scenarios.gangevict_helpers import GANG_EVICT_CONF, capacity_queue
@@ -222,3 +224,21 @@ def test_domains_are_capped(conf: str, victims_in: str, placed: bool) -> None:
                *_job("victim", "gp-q", "low-priority", 2, 1, 2, on=sorted(LEAVES[victims_in])),
                *_job("pre", "gp-q", "high-priority", 1, 1, 1), conf=conf)
     assert running(run, "pre") == int(placed)
+
+
+def test_simulate_names_the_gang_each_victim_made_room_for(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``lahar simulate``'s FOR column: a gang-eviction victim made room for a whole gang
+    (gangpreempt.go:123 commits one statement per preemptor job), so its Evict event's related
+    object is that job's PodGroup. Guessed from the pod nominated to the victim's node, the
+    sample named hotfix-0 for one victim and nobody for the other, and a train pod for each
+    victim of gangreclaim."""
+    data = Path(__file__).resolve().parents[1] / "data" / "gangevict"
+    assert main(["simulate", str(data / "cluster.yaml"), "--conf", str(data / "conf.yaml"),
+                 "--max-cycles", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = out[out.index("EVICTED POD"):].split("\n\n")[0].splitlines()[1:]
+    owners = {row.split()[0]: (row.split()[1], " ".join(row.split()[2:])) for row in rows}
+    assert set(owners.values()) == {("gangpreempt", "PodGroup default/hotfix"),
+                                    ("gangreclaim", "PodGroup default/train")}
+    assert len(owners) == 4
