@@ -73,7 +73,10 @@ def candidate_domains(session: Session, job: JobInfo, max_domains: int) -> list[
     return domains
 
 
-def domain_nodes(session: Session, domain: str) -> frozenset[str]:
+def domain_nodes(session: Session, domain: str) -> frozenset[str] | None:
+    """The names of the domain's nodes; None for the whole cluster (no filter to apply)."""
+    if domain == CLUSTER_TOP:
+        return None
     table = session.table
     return frozenset(table.nodes[int(row)].name for row in session.hypernodes.rows(domain))
 
