@@ -91,9 +91,9 @@ def domain_room(session: Session, domain: str) -> Resource:
 
 
 def sub_job_order(session: Session, job: JobInfo, pending: list[TaskInfo]) -> list[SubJob]:
-    """``organizeEvictionWorksheet``: the sub-jobs with pending tasks, those still needed for
-    their policy's ``minSubGroups`` first, then in sub-job order (the order their first
-    pending task comes in, task order)."""
+    """``organizeEvictionWorksheet``: every sub-job with pending tasks, the not-ready ones
+    still needed for their policy's ``minSubGroups`` first, then in sub-job order (the order
+    their first pending task comes in, task order)."""
     subs = job.sub_jobs()
     ready: dict[str, int] = {}
     for sub in subs.by_uid.values():
@@ -102,10 +102,12 @@ def sub_job_order(session: Session, job: JobInfo, pending: list[TaskInfo]) -> li
     ordered: list[SubJob] = []
     for task in pending:
         part = subs.of(task)
-        if part is not None and part not in ordered and not sub_job_ready(session, part):
+        if part is not None and part not in ordered:
             ordered.append(part)
     required: set[str] = set()
     for sub in ordered:
+        if sub_job_ready(session, sub):
+            continue
         if ready.get(sub.gid, 0) < subs.min_sub_groups.get(sub.gid, 0):
             required.add(sub.uid)
             ready[sub.gid] = ready.get(sub.gid, 0) + 1
