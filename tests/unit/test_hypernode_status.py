@@ -7,6 +7,8 @@ shown in ``lahar simulate``'s output and counted so by ``lahar inspect topology`
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +147,25 @@ def test_a_failed_status_write_is_tried_again(tmp_path: Path) -> None:
     assert not controller.sync_statuses()
     assert controller.sync_statuses()
     assert server.objects["leaf"]["status"] == {"nodeCount": 1}
+
+
+def test_the_thread_writes_the_count_of_a_hypernode_added_later(tmp_path: Path) -> None:
+    """A HyperNode added while ``lahar run`` runs (addHyperNode, hypernode_handler.go:33)
+    gets its count from the controller's thread, without a discovery pass."""
+    server = _Server()
+    controller = _controller(tmp_path, server, debounce=0.01, poll=0.01)
+    controller.observe("Node", "ADDED", make_node("n1"))
+    stop = threading.Event()
+    controller.start(stop)
+    try:
+        obj = make_hypernode("leaf", tier=1, nodes=["n1", "gone"])
+        server.objects["leaf"] = json.loads(json.dumps(obj))
+        controller.observe("HyperNode", "ADDED", obj)
+        deadline = time.monotonic() + 5
+        while "status" not in server.objects["leaf"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        controller.join(2.0)
+    assert server.objects["leaf"]["status"] == {"nodeCount": 2}
+    assert [m for m, p in server.calls if not p.endswith("/status")] == []

@@ -237,9 +237,13 @@ class DiscoveryController:
                 continue
             if stop.wait(self.debounce):  # let a burst of label changes land first
                 return
+            discover = self._due.is_set()
             self._due.clear()
             try:
-                self.reconcile()
+                if discover:
+                    self.reconcile()
+                elif not self.sync_statuses():  # only HyperNodes changed: their counts
+                    self._due.set()
             except Exception:
                 log.exception("hypernode discovery failed")
                 self._due.set()
