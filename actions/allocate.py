@@ -39,6 +39,7 @@ from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 from scheduler.framework.subjobs import (
     Worksheet,
+    default_sub_job_candidates,
     place_partitions,
     sub_job_pipelined,
     sub_job_ready,
@@ -230,16 +231,30 @@ class Allocate:
         left: dict[str, PriorityQueue[TaskInfo]] = {}
 
         def attempt(name: str) -> Attempt:
-            job.nodes_fit_errors.clear()  # each HyperNode is judged afresh (ResetFitErr)
-            job.unfit_tasks.clear()
-            view.trying[job.uid] = view.allocated(job)
-            left[name] = PriorityQueue(session.task_order, pending)
-            self._within, self._placed = name, 0
-            statement = self._allocate_tasks(session, queue, job, left[name])
-            if statement is not None and not len(statement):
-                statement = None  # Volcano records no solution without an operation
-            error = next((str(e) for e in job.nodes_fit_errors.values()), "")
-            return Attempt(statement, self._placed, error)
+            # Inside the job's candidate, its default sub-job goes to a HyperNode that holds
+            # every pending task (Volcano's allocateForSubJob with GetMinResources).
+            targets = default_sub_job_candidates(session, job, name)
+            if not targets:
+                job.nodes_fit_errors.clear()
+                job.unfit_tasks.clear()
+                return Attempt(None, 0, f"its {len(pending)} pending task(s) together do not fit "
+                               "the idle resources of any HyperNode there")
+            closest = Attempt(None, -1)
+            for target in targets:
+                job.nodes_fit_errors.clear()  # each HyperNode is judged afresh (ResetFitErr)
+                job.unfit_tasks.clear()
+                view.trying[job.uid] = view.allocated(job)
+                left[name] = PriorityQueue(session.task_order, pending)
+                self._within, self._placed = target, 0
+                statement = self._allocate_tasks(session, queue, job, left[name])
+                if statement is not None and not len(statement):
+                    statement = None  # Volcano records no solution without an operation
+                error = next((str(e) for e in job.nodes_fit_errors.values()), "")
+                if statement is not None:
+                    return Attempt(statement, self._placed, error)
+                if self._placed > closest.placed:
+                    closest = Attempt(None, self._placed, error)
+            return closest
 
         try:
             name, result, why = place_in_hypernodes(

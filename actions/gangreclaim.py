@@ -8,11 +8,14 @@ that are reclaimable (``spec.reclaimable`` not false) and whose PodGroup does no
 ``volcano.sh/preemptable: "false"``; they are grouped into safe and whole bundles per job,
 ranked by victim queue order (``VictimQueueOrder``, else reverse queue order), filtered once
 by the plugins, and evicted prefix by prefix until a dry run pipelines every pending task of
-the job (:mod:`scheduler.framework.gangevict`). The statement is committed when the job is
+the job (:mod:`scheduler.framework.gangevict`), one HyperNode domain after another
+(:mod:`scheduler.framework.gangdomains`). The statement is committed when the job is
 then pipelined, else discarded.
 """
 
 from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
 
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
@@ -20,6 +23,7 @@ from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskStatus
 from scheduler.framework.action_args import action_args
+from scheduler.framework.gangdomains import domain_nodes
 from scheduler.framework.gangevict import (
     NOT_ACTED_ON,
     Bundle,
@@ -47,18 +51,22 @@ class GangReclaim:
         args: GangEvictArgs = action_args(self.NAME, GangEvictArgs, session.configurations)
 
         def select(queue: QueueInfo, job: JobInfo, pending: list[TaskInfo],
-                   need: Resource) -> list[Bundle]:
-            candidates = reclaimees(session, job)
-            context = EvictionContext(EvictionKind.GANG_RECLAIM, job, pending[0])
+                   need: Resource, domain: str) -> list[Bundle]:
+            nodes = domain_nodes(session, domain)
+            candidates = reclaimees(session, job, nodes=nodes)
+            context = EvictionContext(EvictionKind.GANG_RECLAIM, job, pending[0], domain)
             return select_bundles(session, context=context, candidates=candidates, need=need,
                                   policy=victim_queue_policy(session, queue),
                                   allow_whole=args.allow_whole_bundle)
 
-        run_gang_eviction(session, reason=REASON, select=select, reclaim=True)
+        run_gang_eviction(session, reason=REASON, select=select, reclaim=True,
+                          max_domains=args.max_domains)
 
 
-def reclaimees(session: Session, reclaimer: JobInfo) -> dict[JobID, list[TaskInfo]]:
-    """Per victim job of another, reclaimable queue, its tasks gangreclaim may take."""
+def reclaimees(session: Session, reclaimer: JobInfo, *,
+               nodes: AbstractSet[str] | None = None) -> dict[JobID, list[TaskInfo]]:
+    """Per victim job of another, reclaimable queue, its tasks gangreclaim may take (on
+    ``nodes``, the domain's, when given)."""
     out: dict[JobID, list[TaskInfo]] = {}
     for job in session.jobs.values():
         if job.queue == reclaimer.queue or not job_preemptable(job):
@@ -67,7 +75,8 @@ def reclaimees(session: Session, reclaimer: JobInfo) -> dict[JobID, list[TaskInf
         if queue is None or not queue.reclaimable:
             continue
         tasks = [t for t in job.task_status_index.get(TaskStatus.RUNNING, {}).values()
-                 if t.preemptable and t.node_name in session.nodes]
+                 if t.preemptable and t.node_name in session.nodes
+                 and (nodes is None or t.node_name in nodes)]
         if tasks:
             out[job.uid] = tasks
     return out

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import structlog
 
 from scheduler.api.job import JobInfo
 from scheduler.api.resource import CPU, MEMORY, MIN_RESOURCE, Resource
@@ -53,6 +54,9 @@ __all__ = ["NetworkTopologyAware", "NetworkTopologyAwareArgs"]
 
 _PREFIX = "hypernode.binpack.resources."
 MAX_SCORE = 100.0
+log = structlog.get_logger("lahar.plugins.network_topology_aware")
+_WARNED: set[tuple[float, int]] = set()
+"""(fading, lowest tier) pairs already warned about: the warning is said once a process."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,7 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
                 self._idle[i] = table.idle[rows].sum(axis=0)
                 self._future[i] = table.future_idle[rows].sum(axis=0)
         self._min_tier, self._max_tier = view.tiers[0], view.tiers[-1]
+        self._tier_weights = self._fading_weights()
         self._by_tier: dict[int, IntArray] = {}
         self._placed_on: dict[TaskID, str] = {}
         """Task → the node an in-session placement put it on (read back when it is undone)."""
@@ -329,11 +334,31 @@ class NetworkTopologyAware(PluginBase[NetworkTopologyAwareArgs]):
             self._by_tier[tier] = rows
         return rows
 
+    def _fading_weights(self) -> dict[int, float]:
+        """``fading^(tier−1)`` per tier; empty when a weight is not finite (fading 0 with a
+        HyperNode below tier 1), where Volcano's ``math.Pow`` gives +Inf and every normal
+        pod's node score turns NaN. Lahar warns and gives normal pods no HyperNode score."""
+        fading = self.args.normal_pod_fading
+        weights: dict[int, float] = {}
+        for tier in range(self._min_tier, self._max_tier + 1):
+            if fading == 0 and tier < 1:
+                key = (fading, self._min_tier)
+                if key not in _WARNED:
+                    _WARNED.add(key)
+                    log.warning(
+                        "argument 'hypernode.binpack.normal-pod.fading' is 0 and HyperNodes of "
+                        "tier below 1 exist: the tier weight fading^(tier-1) is infinite, so "
+                        "pods without networkTopology get no HyperNode binpack score",
+                        plugin=self.NAME, lowest_tier=self._min_tier,
+                    )
+                return {}
+            weights[tier] = fading ** (tier - 1)
+        return weights
+
     def _normal_scores(self, task: TaskInfo, candidates: IntArray) -> FloatArray:
         total = np.zeros(len(candidates))
         weights = 0.0
-        for tier in range(self._min_tier, self._max_tier + 1):
-            weight = self.args.normal_pod_fading ** (tier - 1)
+        for tier, weight in self._tier_weights.items():
             weights += weight
             at = self._tier_rows(tier)[candidates]
             present = np.unique(at[at >= 0])

@@ -15,7 +15,10 @@ Public surface:
   ``HyperNodesInfo`` refuses (a cycle, a HyperNode claimed by two parents) makes the tree not
   ``ready`` (jobs with a network-topology constraint then wait, as in Volcano) and adds a line
   to ``warnings`` naming the objects; what Volcano tolerates (a missing member, a node in two
-  HyperNodes of one tier, a selector no node matches) only adds a warning.
+  HyperNodes of one tier, a selector no node matches, a ``regexMatch`` pattern Go's RE2 refuses)
+  only adds a warning. Patterns are RE2, matched unanchored (``scheduler/api/goregex.py``).
+- ``status_node_count(hypernode, nodes)``: ``status.nodeCount`` as Volcano's HyperNode
+  controller writes it (the names its members select, not the nodes under it).
 - ``HyperNodeTree``: ``tiers`` (ascending), ``by_tier``, ``tier_names``, ``info[name]``
   (``HyperNodeInfo``: tier, tier name, parent, children, nodes), ``nodes_of(name)``,
   ``hypernode_of(node, tier)``, ``containing(node)``, ``ancestors(name)``, ``lca(a, b)``,
@@ -30,12 +33,12 @@ it from the whole set in name order so the outcome is the same on every run.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api.errors import ObjectError
+from scheduler.api.goregex import compile_pattern
 from scheduler.api.selectors import LabelSelector, parse_label_selector
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "Member",
     "build_tree",
     "hypernode_from_object",
+    "status_node_count",
 ]
 
 MEMBER_NODE = "Node"
@@ -74,7 +78,7 @@ class Member:
         if self.exact:
             return name == self.exact
         if self.regex:
-            return re.search(self.regex, name) is not None
+            return compile_pattern(self.regex).search(name)
         if self.label is not None:
             return bool(self.label.requirements) and self.label.matches(labels)
         return False
@@ -143,13 +147,24 @@ def _member(raw: Any, where: str, err: Any) -> Member:
         pattern = regex.get("pattern") if isinstance(regex, Mapping) else None
         if not isinstance(pattern, str) or not pattern:
             raise err(where + ".selector.regexMatch.pattern", "must be a non-empty string")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise err(where + ".selector.regexMatch.pattern", f"invalid pattern: {exc}") from None
-        return Member(type=kind, regex=pattern)
+        return Member(type=kind, regex=pattern)  # a pattern RE2 refuses is a tree warning
     label = parse_label_selector(selector["labelMatch"], where + ".selector.labelMatch", err)
     return Member(type=kind, label=label)
+
+
+def status_node_count(hypernode: HyperNode, nodes: Mapping[str, Mapping[str, str]]) -> int:
+    """Volcano's ``actualNodeCnt`` (``pkg/controllers/hypernode/hypernode_handler.go``) over
+    ``GetMembers`` (``pkg/util/hypernode/member_selector.go``): the distinct names the members
+    select, whatever their type. An exact name counts even when no such node exists (and a
+    HyperNode member counts as one), a regex or label member counts the existing nodes it
+    picks; so a spine of two leaves says 2, not the nodes under them."""
+    names: set[str] = set()
+    for member in hypernode.members:
+        if member.exact:
+            names.add(member.exact)
+        else:
+            names.update(n for n, labels in nodes.items() if member.matches(n, labels))
+    return len(names)
 
 
 @dataclass(slots=True)
@@ -340,6 +355,13 @@ def _node_members(
                 tree.warnings.append(
                     f"HyperNode {hn.name}: member Node {member.exact} does not exist"
                 )
+            continue
+        if member.regex and compile_pattern(member.regex).error:
+            tree.warnings.append(
+                f"HyperNode {hn.name}: member Node regexMatch pattern {member.regex!r} is not a "
+                f"valid RE2 (Go regexp) pattern ({compile_pattern(member.regex).error}); it "
+                "picks no node, as in Volcano"
+            )
             continue
         picked = {n for n, labels in nodes.items() if member.matches(n, labels)}
         if not picked:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import PodGroup
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskID, TaskStatus
@@ -182,7 +183,7 @@ class CacheWrites:
         except WriteError as write_exc:
             log.warning("could not report bind failure", pod=task.key, error=str(write_exc))
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
+    def evict(self, task: TaskInfo, reason: str, *, for_job: JobInfo | None = None) -> None:
         """Take a victim out of service: Releasing at once, evicted by the next flush.
 
         As Volcano's ``SchedulerCache.Evict``: the cached task turns Releasing (its node keeps
@@ -198,18 +199,26 @@ class CacheWrites:
             cached.status = TaskStatus.RELEASING
             self._add_task(cached)
             podgroup = self.podgroups.get(cached.job)
-        self._writes.append(functools.partial(self._write_evict, cached, reason))
+        preemptor = None
+        if for_job is not None:  # gang eviction: the victim made room for the whole gang
+            preemptor = ObjectRef(kind="PodGroup", name=for_job.podgroup.name,
+                                  namespace=for_job.podgroup.namespace,
+                                  uid=for_job.podgroup.uid,
+                                  api_version="scheduling.volcano.sh/v1beta1")
+        self._writes.append(functools.partial(self._write_evict, cached, reason, preemptor))
         if podgroup is not None:
             ref = ObjectRef(kind="PodGroup", name=podgroup.name, namespace=podgroup.namespace,
                             uid=podgroup.uid, api_version="scheduling.volcano.sh/v1beta1")
             self.report_event(involved=ref, type="Normal", reason="Evict", message=reason)
 
-    def _write_evict(self, task: TaskInfo, reason: str) -> None:
-        with self.lock:
-            nominated = {ref.uid: ref for ref in self.nominated.get(task.node_name, [])}
-        # Name the preemptor only when one pod was nominated to the victim's node this cycle;
-        # with several the victims made room for all of them together.
-        preemptor = next(iter(nominated.values())) if len(nominated) == 1 else None
+    def _write_evict(self, task: TaskInfo, reason: str,
+                     preemptor: ObjectRef | None = None) -> None:
+        if preemptor is None:
+            with self.lock:
+                nominated = {ref.uid: ref for ref in self.nominated.get(task.node_name, [])}
+            # Name the preemptor only when one pod was nominated to the victim's node this
+            # cycle; with several the victims made room for all of them together.
+            preemptor = next(iter(nominated.values())) if len(nominated) == 1 else None
         try:
             self.writer.evict(
                 namespace=task.namespace,

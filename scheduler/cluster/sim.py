@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.api.errors import ObjectError
+from scheduler.api.hypernode import hypernode_from_object, status_node_count
 from scheduler.api.task import GROUP_NAME_ANNOTATION
 from scheduler.cache.interface import BindError, ObjectRef, WriteError
 from scheduler.cluster.manifests import Manifest
@@ -404,8 +406,28 @@ class SimCluster:
         self._modified(pod)
 
     def all_objects(self) -> list[Obj]:
-        """Every object, kinds in a stable order, then the Events."""
+        """Every object, kinds in a stable order, then the Events. HyperNodes carry the
+        ``status.nodeCount`` Volcano's HyperNode controller would write."""
         out: list[Obj] = []
-        for kind in ("Node", "Device", "HyperNode", "Pod", "PodGroup", "Queue", "PriorityClass"):
+        for kind in ("Node", "Device", "Pod", "PodGroup", "Queue", "PriorityClass"):
             out.extend(self.objects.get(kind, {}).values())
+            if kind == "Device":
+                out.extend(self._hypernodes_with_status())
         return out + self.events
+
+    def _hypernodes_with_status(self) -> list[Obj]:
+        nodes = {
+            name: dict((node.get("metadata") or {}).get("labels") or {})
+            for name, node in self.objects.get("Node", {}).items()
+        }
+        out: list[Obj] = []
+        for obj in self.objects.get("HyperNode", {}).values():
+            try:
+                count = status_node_count(hypernode_from_object(obj), nodes)
+            except ObjectError:
+                out.append(obj)  # refused by the cache already; shown as given
+                continue
+            copied = dict(obj)
+            copied["status"] = {**(obj.get("status") or {}), "nodeCount": count}
+            out.append(copied)
+        return out

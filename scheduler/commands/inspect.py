@@ -25,7 +25,6 @@ from scheduler.confyaml import UnreadableFile, read_text
 from scheduler.devices.codec import (
     CodecError,
     decode_index_list,
-    decode_pod_devices,
     parse_register,
 )
 from scheduler.devices.names import (
@@ -37,6 +36,7 @@ from scheduler.devices.names import (
     VOLCANO,
     VGpuNames,
 )
+from scheduler.devices.usage import vgpu_record
 
 __all__ = ["CardUsage", "GpuReport", "PodShare", "add_inspect_arguments", "inspect_gpus"]
 
@@ -170,17 +170,18 @@ def _vgpu(report: GpuReport, node: Obj, name: str, pods: Sequence[Obj],
                                      memory_total=info.memory, uuid=info.uuid, type=info.type,
                                      healthy=info.healthy, split=info.split, cores_used=0)
     for pod in pods:
-        annotations = _annotations(pod)
-        encoded = annotations.get(names.allocated) or annotations.get(names.to_allocate)
-        if not encoded:
+        # The scheduler's reading rule (devices/usage.py vgpu_record): entry by entry, a bad
+        # entry left out and named, the others counted.
+        record = vgpu_record(_annotations(pod), names)
+        if record is None:
             continue
-        try:
-            containers = decode_pod_devices(str(encoded), terminated=names.profile == "hami")
-        except CodecError as exc:
+        for key, reasons in record.unreadable:
             report.warnings.append(f"pod {_key(pod)} on node {name}: unreadable vGPU "
-                                   f"annotation ({exc})")
-            continue
-        for device in (d for container in containers for d in container):
+                                   f"annotation {key} ({'; '.join(reasons)})")
+        for skipped in record.held.skipped:
+            report.warnings.append(f"pod {_key(pod)} on node {name}: unreadable vGPU "
+                                   f"annotation {record.key} entry left out ({skipped})")
+        for device in record.held.devices:
             card = cards.get(device.uuid)
             if card is None:
                 report.warnings.append(f"pod {_key(pod)} on node {name} holds GPU {device.uuid},"

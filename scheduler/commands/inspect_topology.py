@@ -3,7 +3,8 @@
 Reads HyperNodes, Nodes, Pods and PodGroups from manifest files (a cluster file, ``lahar
 simulate -o json`` output, ``kubectl get hypernodes,nodes,pods,podgroups -o yaml``) or from a
 live cluster, builds the tree as the scheduler does (:func:`scheduler.api.hypernode.build_tree`)
-and draws it like ``tree``: every HyperNode with its tier, node count, used/allocatable per
+and draws it like ``tree``: every HyperNode with its tier, its ``status.nodeCount`` as
+Volcano's HyperNode controller counts it (the names its members select), used/allocatable per
 resource and the jobs whose bound pods it is the smallest domain holding, then a few of its
 nodes (``--nodes`` / ``--all-nodes`` show more). A job's network-topology constraint is shown
 with it, and marked when its pods sit higher in the tree than a hard constraint allows.
@@ -18,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api.errors import ObjectError
-from scheduler.api.hypernode import HyperNode, HyperNodeTree, build_tree, hypernode_from_object
+from scheduler.api.hypernode import (
+    HyperNode,
+    HyperNodeTree,
+    build_tree,
+    hypernode_from_object,
+    status_node_count,
+)
 from scheduler.api.pod import pod_requests
 from scheduler.api.resource import (
     CPU,
@@ -85,6 +92,8 @@ class TopologyReport:
     pending: list[JobPlacement] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
     """Nodes in no HyperNode."""
+    node_counts: dict[str, int] = field(default_factory=dict)
+    """HyperNode → ``status.nodeCount`` (Volcano's controller: names its members select)."""
     resources: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -120,6 +129,7 @@ def inspect_topology(objects: Iterable[Obj]) -> TopologyReport:
               for name, obj in node_objs.items()}
     tree = build_tree(hypernodes, labels)
     report = TopologyReport(tree=tree, warnings=warnings + list(tree.warnings))
+    report.node_counts = {hn.name: status_node_count(hn, labels) for hn in hypernodes}
     for name, obj in sorted(node_objs.items()):
         report.nodes[name] = Usage(allocatable=_allocatable(obj, report.warnings))
     jobs = _charge_pods(report, pods, groups)
@@ -203,17 +213,11 @@ def _job(key: str, group: Obj, tree: HyperNodeTree) -> JobPlacement:
     return job
 
 
-def _lowest_hypernode(tree: HyperNodeTree, node: str) -> str:
-    for tier in tree.tiers:
-        found = tree.hypernode_of(node, tier)
-        if found:
-            return found
-    return ""
-
-
 def _place_jobs(report: TopologyReport,
                 jobs: Mapping[str, tuple[JobPlacement, set[str]]]) -> None:
-    """A job goes to the lowest common HyperNode of its pods' nodes (the cluster when none)."""
+    """A job goes where the scheduler sees it (Volcano's ``recoverAllocatedHyperNode``): of the
+    HyperNodes holding every node its pods are bound to, the one of the lowest tier (by name
+    among equals); the cluster when none holds them all."""
     tree = report.tree
     for key in sorted(jobs):
         job, nodes = jobs[key]
@@ -221,11 +225,11 @@ def _place_jobs(report: TopologyReport,
             if job.pending:
                 report.pending.append(job)
             continue
-        leaves = [_lowest_hypernode(tree, node) for node in sorted(nodes)]
-        place = leaves[0] if all(leaves) else CLUSTER
-        for leaf in leaves[1:]:
-            if place:
-                place = tree.lca(place, leaf)
+        common: set[str] | None = None
+        for node in nodes:
+            holding = set(tree.containing(node))
+            common = holding if common is None else common & holding
+        place = min(common, key=lambda n: (tree.tier_of(n), n)) if common else CLUSTER
         if job.hard_tier is not None:
             job.over = place == CLUSTER or tree.tier_of(place) > job.hard_tier
         report.jobs_at.setdefault(place, []).append(job)
@@ -270,7 +274,7 @@ def render_topology(report: TopologyReport, options: TreeOptions = TreeOptions()
     tree = report.tree
     if not tree and not report.nodes:
         return "No HyperNodes and no Nodes found.\n"
-    header = ["HYPERNODE / NODE", "TIER", "NODES",
+    header = ["HYPERNODE / NODE", "TIER", "NODECOUNT",
               *[f"{name.upper() if '/' not in name else name}(used/alloc)"
                 for name in report.resources], "JOBS"]
     rows: list[Row] = [header]
@@ -319,7 +323,7 @@ def _hypernode_rows(report: TopologyReport, options: TreeOptions, rows: list[Row
     info = report.tree.info[name]
     connector = ("└── " if last else "├── ") if branch else ""
     tier = f"{info.tier}" + (f" {info.tier_name}" if info.tier_name else "")
-    rows.append([prefix + connector + name, tier, str(len(info.nodes)),
+    rows.append([prefix + connector + name, tier, str(report.node_counts.get(name, 0)),
                  *_amounts(report, report.hypernodes[name]),
                  _jobs_cell(report.jobs_at.get(name, []), options.jobs)])
     inner = prefix + (("    " if last else "│   ") if branch else "")
@@ -367,7 +371,8 @@ def _job_json(job: JobPlacement) -> dict[str, Any]:
 def _hypernode_json(report: TopologyReport, name: str) -> dict[str, Any]:
     info = report.tree.info[name]
     return {"name": name, "tier": info.tier, "tierName": info.tier_name or None,
-            "nodeCount": len(info.nodes), **_usage_json(report, report.hypernodes[name]),
+            "nodeCount": report.node_counts.get(name, 0), "nodesUnder": len(info.nodes),
+            **_usage_json(report, report.hypernodes[name]),
             "jobs": [_job_json(job) for job in report.jobs_at.get(name, [])],
             "nodes": report.own_nodes(name),
             "children": [_hypernode_json(report, child) for child in info.children]}

@@ -114,6 +114,8 @@ def _evicted(events: Sequence[Mapping[str, Any]]) -> list[str]:
         related = event.get("related") or {}
         preemptor = (f"{related.get('namespace') or 'default'}/{related.get('name')}"
                      if related.get("name") else "-")
+        if related.get("name") and related.get("kind") not in (None, "Pod"):
+            preemptor = f"{related['kind']} {preemptor}"  # a gang: gangpreempt, gangreclaim
         rows.append([f"{involved.get('namespace') or 'default'}/{involved.get('name')}",
                      reason or "-", preemptor])
     if len(rows) == 1:

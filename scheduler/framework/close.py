@@ -69,8 +69,9 @@ def podgroup_phase(session: Session, job: JobInfo) -> str:
     return PHASE_INQUEUE if job.podgroup.phase == PHASE_INQUEUE else PHASE_PENDING
 
 
-def task_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:
-    """``(reason, message)`` of a task's PodScheduled=False condition after this cycle."""
+def task_reason(job: JobInfo, task: TaskInfo, base: str = "") -> tuple[str, str]:
+    """``(reason, message)`` of a task's PodScheduled=False condition after this cycle;
+    ``base`` is the job's ``fit_error()`` (the message of a task with no reason of its own)."""
     where = f"Pod {task.namespace}/{task.name} can possibly be assigned to"
     if task.status is TaskStatus.ALLOCATED:
         return "Schedulable", f"{where} {task.node_name}, once minAvailable is satisfied"
@@ -84,7 +85,9 @@ def task_reason(job: JobInfo, task: TaskInfo) -> tuple[str, str]:
         return "Unschedulable", str(errors)
     if task.last_node:
         return "Schedulable", f"{where} {task.last_node}, once minAvailable is satisfied"
-    return "Unschedulable", job.job_fit_error or ALL_NODES_UNAVAILABLE
+    # Volcano's RecordJobStatusEvent: a pending task with no reason of its own gets the job's
+    # FitError() (its summary); "all nodes are unavailable" only when that is empty.
+    return "Unschedulable", job.job_fit_error or base or ALL_NODES_UNAVAILABLE
 
 
 def unready_tasks(job: JobInfo) -> int:
@@ -286,12 +289,13 @@ def _close_job(session: Session, job: JobInfo, now: str) -> bool:
     elif before is not None and before != podgroup.phase:
         event = ("Normal", "Scheduled", "pod group is ready")
     unready = None if invalid is not None else unready_tasks(job)
+    base = job.fit_error() if job.task_status_index.get(TaskStatus.PENDING) else ""
     session.sink.update_podgroup(job, event, unready=unready)
     for status in (TaskStatus.ALLOCATED, TaskStatus.PENDING, TaskStatus.PIPELINED):
         for task in list(job.task_status_index.get(status, {}).values()):
             if task.sched_gated:
                 continue
-            reason, message = task_reason(job, task)
+            reason, message = task_reason(job, task, base)
             session.sink.update_task_condition(
                 task, reason=reason, message=message, nominated_node=nominated_node(task)
             )

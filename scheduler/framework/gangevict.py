@@ -4,26 +4,29 @@ Volcano ≥ 1.15's ``actions/gangpreempt``, ``actions/gangreclaim`` and ``action
 (``bundle.go``, ``simulate.go``, ``util.go``). Victims are chosen job by job, never task by task:
 
 * **Bundles.** The candidate tasks of each victim job are split in two (``CreateJobBundles``):
-  the *safe* bundle holds the tasks the job can lose and still meet its ``minAvailable`` (and
-  each role its ``minTaskMember``), lowest task priority first; the *whole* bundle holds the
-  rest, whose eviction breaks the gang. Every safe bundle is ranked before every whole bundle,
+  the *safe* bundle holds the tasks the job can lose and still meet its ``minAvailable`` (each
+  role its ``minTaskMember``, each sub-group policy its ``minSubGroups`` ready partitions),
+  lowest task priority first; the *whole* bundle holds the rest, whose eviction breaks the
+  gang. Every safe bundle is ranked before every whole bundle,
   so a gang is broken only when surplus tasks everywhere do not make room.
 * **One filter call.** The bundles are ranked, flattened and handed once to the plugins'
   unified victim filter (:func:`unified_evictable`); a whole bundle survives only if all of its
   tasks do, a safe bundle shrinks to those allowed. The survivors are ranked again.
-* **Prefix and dry run.** Bundles are added one by one; once the cluster's idle plus releasing
+* **Domains.** The search runs in the preemptor job's HyperNode domains in turn
+  (:mod:`scheduler.framework.gangdomains`: its eviction gradients capped at ``maxDomains``, the
+  whole cluster for a job without a hard constraint); bundles are built from the victims on the
+  domain's nodes and the first domain that yields a plan wins.
+* **Prefix and dry run.** Bundles are added one by one; once the domain's idle plus releasing
   resources and the victims' requests hold everything the preemptor job still waits for, the
-  victims are evicted and all of its pending tasks pipelined in a dry run (``Allocatable``,
-  pre-predicates, ``PredicateForPreemptAction``, best node with idle before future idle). The
-  first prefix whose dry run leaves the job pipelined is kept; a failed one is undone.
+  victims are evicted and the job's pending tasks pipelined in a dry run, sub-job by sub-job
+  inside the domain (``Allocatable``, pre-predicates, ``PredicateForPreemptAction``, best node
+  with idle before future idle). The first prefix whose dry run leaves the job pipelined is
+  kept; a failed one is undone.
 
-Lahar has no HyperNodes, so the whole cluster is the one domain searched (Volcano's fallback
-for a job without a hard network-topology constraint) and ``maxDomains`` has nothing to cap.
-Nor has it sub-jobs: a job's pending tasks form one group. Two deliberate differences
-(``docs/fidelity.md``): an empty intersection inside a tier ends the tier, as for the legacy
-hooks (:mod:`scheduler.framework.victims`); and a whole bundle is offered only when, with the
-job's safe bundle, it covers every task of the job that holds a node, so no victim gang is ever
-left running below ``minAvailable``.
+Two deliberate differences (``docs/fidelity.md``): an empty intersection inside a tier ends
+the tier, as for the legacy hooks (:mod:`scheduler.framework.victims`); and a whole bundle is
+offered only when, with the job's safe bundle, it covers every task of the job that holds a
+node, so no victim gang is ever left running below ``minAvailable``.
 """
 
 from __future__ import annotations
@@ -37,8 +40,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from enum import IntEnum
 
-import numpy as np
-
 from scheduler.api.job import JobInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Default, Resource
@@ -46,10 +47,14 @@ from scheduler.api.task import PREEMPTABLE_KEY, TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, JobID, TaskStatus
 from scheduler.framework import hooks as h
 from scheduler.framework.arguments import arg, note, notes_field
-from scheduler.framework.eviction import candidate_rows, unresolvable_exact
+from scheduler.framework.gangdomains import (
+    candidate_domains,
+    domain_room,
+    pending_for_eviction,
+    plan_in_domain,
+)
 from scheduler.framework.gangvictims import EvictionContext, unified_evictable
 from scheduler.framework.heap import PriorityQueue
-from scheduler.framework.select import best_node
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
@@ -89,11 +94,8 @@ class GangEvictArgs:
             object.__setattr__(self, "max_domains", DEFAULT_MAX_DOMAINS)
 
 
-NOT_ACTED_ON = {
-    "maxDomains": "Lahar has no HyperNodes: the whole cluster is the one domain searched, so "
-    "there are no domains to cap",
-}
-"""Arguments of both actions accepted without effect; the conf loader warns."""
+NOT_ACTED_ON: dict[str, str] = {}
+"""Arguments of both actions accepted without effect (none); the conf loader warns."""
 
 
 # -- bundles ------------------------------------------------------------------------------
@@ -147,15 +149,33 @@ def job_bundles(job: JobInfo, tasks: list[TaskInfo]) -> list[Bundle]:
             elif status is TaskStatus.PENDING:
                 ready.update(t.role for t in members.values() if t.init_resreq.is_empty())
         role_surplus = {role: ready[role] - least for role, least in minimums.items()}
+    subs = job.sub_jobs()
+    broken: set[str] = set()
+    group_surplus: dict[str, int] = {}
+    if subs.min_sub_groups:  # bundle.go: a ready partition to spare per policy group
+        for sub in subs.by_uid.values():
+            if sub.is_ready():
+                group_surplus[sub.gid] = group_surplus.get(sub.gid, 0) + 1
+            else:
+                broken.add(sub.uid)
+        for gid, least in subs.min_sub_groups.items():
+            group_surplus[gid] = group_surplus.get(gid, 0) - least
     safe: list[TaskInfo] = []
     whole: list[TaskInfo] = []
     for task in tasks:
         guarded = task.role in role_surplus
-        if surplus > 0 and (not guarded or role_surplus[task.role] > 0):
+        part = subs.of(task) if subs.min_sub_groups else None
+        group_safe = (not subs.min_sub_groups
+                      or (part is not None
+                          and (part.uid in broken or group_surplus.get(part.gid, 0) > 0)))
+        if surplus > 0 and (not guarded or role_surplus[task.role] > 0) and group_safe:
             safe.append(task)
             surplus -= 1
             if guarded:
                 role_surplus[task.role] -= 1
+            if part is not None and part.uid not in broken:
+                broken.add(part.uid)  # its first eviction costs the group a ready partition
+                group_surplus[part.gid] = group_surplus.get(part.gid, 0) - 1
         else:
             whole.append(task)
     bundles = [Bundle(BundleKind.SAFE, job, safe, _sum(safe), Resource())] if safe else []
@@ -261,63 +281,24 @@ def rank_bundles(bundles: list[Bundle], need: Resource, policy: Policy) -> list[
 
 
 # -- the preemptor side -------------------------------------------------------------------
-def pending_for_eviction(session: Session, job: JobInfo) -> list[TaskInfo]:
-    """The tasks gang eviction makes room for, in task order: every pending task that is not
-    held by a scheduling gate and asks for something (``organizeEvictionWorksheet``)."""
-    pending = [t for t in job.task_status_index.get(TaskStatus.PENDING, {}).values()
-               if not t.sched_gated and not t.init_resreq.is_empty()]
-    return sorted(pending, key=functools.cmp_to_key(session.task_order))
-
-
 def preemptive_for(session: Session, queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
     """``Session.Preemptive(queue, tasks)``: the plugins asked once for the tasks' sum."""
     together = dataclasses.replace(tasks[0], resreq=_sum(tasks), init_resreq=_sum(tasks, init=True))
     return session.preemptive(queue, together)
 
 
-def plan_in_domain(
-    session: Session, *, queue: QueueInfo, job: JobInfo, victims: list[TaskInfo], reason: str
-) -> Statement | None:
-    """``BuildNominationPlanInDomain``: evict ``victims``, pipeline every pending task of
-    ``job``; the statement (still applied) when the job is then pipelined, else nothing."""
-    pending = pending_for_eviction(session, job)
-    if not pending:  # an empty worksheet never makes a plan
-        return None
-    statement = Statement(session)
-    for victim in victims:
-        statement.evict(victim, reason)
-    nodes = session.table.nodes
-    for task in pending:
-        if not session.allocatable(queue, task) or session.pre_predicate(task) is not None:
-            break
-        rows = candidate_rows(session, task, None, scored=False)
-        rows = rows[np.array([not unresolvable_exact(session, task, nodes[int(r)])
-                              for r in rows], dtype=bool)]
-        if not len(rows):
-            break
-        node, _ = best_node(session, task, rows)
-        if statement.pipeline(task, node, eviction_occurred=bool(victims)) is not None:
-            break
-    else:
-        if session.job_pipelined(job):
-            return statement
-    statement.discard()
-    return None
-
-
-def _evict_for_job(session: Session, *, queue: QueueInfo, job: JobInfo,
+def _evict_for_job(session: Session, *, queue: QueueInfo, job: JobInfo, domain: str,
                    bundles: list[Bundle], need: Resource, reason: str) -> Statement | None:
     """Bundles added one by one; a dry run once the freed room could hold ``need``."""
-    room = Resource()
-    for node in session.node_list:
-        room.add(node.idle).add(node.releasing)
+    room = domain_room(session, domain)
     chosen: list[TaskInfo] = []
     for bundle in bundles:
         chosen.extend(bundle.tasks)
         room.add(bundle.local)
         if not need.less_equal(room, Default.ZERO):
             continue
-        plan = plan_in_domain(session, queue=queue, job=job, victims=list(chosen), reason=reason)
+        plan = plan_in_domain(session, queue=queue, job=job, victims=list(chosen),
+                              reason=reason, domain=domain)
         if plan is not None:
             return plan
     return None
@@ -347,12 +328,13 @@ def select_bundles(
     return [b for b in valid if allow_whole or b.kind is BundleKind.SAFE]
 
 
-Select = Callable[[QueueInfo, JobInfo, list[TaskInfo], Resource], list[Bundle]]
-"""The action's bundles for a preemptor job of a queue, given its pending tasks and need."""
+Select = Callable[[QueueInfo, JobInfo, list[TaskInfo], Resource, str], list[Bundle]]
+"""The action's bundles for a preemptor job of a queue, given its pending tasks, need and
+domain (a HyperNode or the cluster top): victims only from the domain's nodes."""
 
 
 def run_gang_eviction(
-    session: Session, *, reason: str, select: Select, reclaim: bool
+    session: Session, *, reason: str, select: Select, reclaim: bool, max_domains: int
 ) -> None:
     """The ``Execute`` of both actions: queues in queue order (gangreclaim skips overused
     ones), their starving, valid, non-Pending jobs in job order, one statement each, committed
@@ -382,10 +364,15 @@ def run_gang_eviction(
             pending = pending_for_eviction(session, job)
             if pending and (not reclaim or preemptive_for(session, queue, pending)):
                 need = _sum(pending, init=True)
-                plan = _evict_for_job(session, queue=queue, job=job, need=need, reason=reason,
-                                      bundles=select(queue, job, pending, need))
-                if plan is not None:
-                    statement.merge(plan)
+                for domain in candidate_domains(session, job, max_domains):
+                    if not len(session.hypernodes.rows(domain)):
+                        continue
+                    bundles = select(queue, job, pending, need, domain)
+                    plan = _evict_for_job(session, queue=queue, job=job, domain=domain,
+                                          need=need, reason=reason, bundles=bundles)
+                    if plan is not None:
+                        statement.merge(plan)
+                        break
             if session.job_pipelined(job):
                 statement.commit()
             else:

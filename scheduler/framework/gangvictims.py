@@ -38,12 +38,14 @@ class EvictionKind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class EvictionContext:
-    """Who evicts: Volcano's ``EvictionContext`` (the domain is always the whole cluster)."""
+    """Who evicts: Volcano's ``EvictionContext``."""
 
     kind: EvictionKind
     job: JobInfo
     task: TaskInfo
     """The preemptor job's first pending task, for the legacy hooks reused below."""
+    hypernode: str = ""
+    """The domain searched (Volcano's ``EvictionContext.HyperNode``)."""
 
 
 @runtime_checkable

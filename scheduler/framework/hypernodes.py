@@ -5,7 +5,10 @@ tier above the highest real tier, holding every node), translates a job's ``high
 to its tier and turns a ``soft`` constraint into a hard one bounded by that top tier, so soft
 jobs take the hard path and land in the lowest tier that holds them (``OpenSession``,
 ``adjustNetworkTopologySpec``). A job with tasks already placed keeps the HyperNode they span
-(``recoverAllocatedHyperNode``: the lowest HyperNode holding all their nodes).
+(``recoverAllocatedHyperNode``: of the HyperNodes of any tier that hold every placed task's
+node, the one of the lowest tier, per sub-job; the job's is the lowest common ancestor of its
+constrained sub-jobs'). Two HyperNodes of that tier holding them all (a node listed in two
+HyperNodes of one tier) are told apart by name; Volcano takes either, by map order.
 
 :func:`place_in_hypernodes` is allocate's hypernode path (Volcano's ``allocateForJob``): the
 gradients of candidate HyperNodes (lowest tier first) come from the plugin implementing
@@ -172,15 +175,22 @@ class HyperNodeView:
         return self.tree.tier_names.get(spec.highest_tier_name)
 
     def allocated(self, job: JobInfo) -> str:
-        """The HyperNode the job's placed tasks span (``""`` when none is placed)."""
+        """The HyperNode the job's placed tasks sit in (``""`` when none is placed): Volcano's
+        ``recoverAllocatedHyperNode`` (session.go:364), the lowest common ancestor of what each
+        constrained sub-job's placed tasks sit in (the whole job is its default sub-job when
+        the PodGroup has no ``subGroupPolicy``)."""
         known = self._allocated.get(job.uid)
         if known is None:
-            known = ""
-            for task in _placed(job):
-                if task.node_name not in self.table.index:
-                    known = ""  # a node outside the session: Volcano gives up the recovery
-                    break
-                known = self.lca(known, self.leaf_of(task.node_name) or CLUSTER_TOP)
+            if not job.podgroup.sub_groups:
+                known = self._span(_placed(job))
+            else:
+                known = ""
+                for sub in job.sub_jobs().by_uid.values():
+                    if sub.topology is None:
+                        continue
+                    held = self.sub_allocated(sub.uid, list(sub.tasks.values()))
+                    if held:
+                        known = self.lca(known, held)
             self._allocated[job.uid] = known
         return known
 
@@ -203,14 +213,22 @@ class HyperNodeView:
             self._sub_allocated[uid] = name
 
     def _span(self, tasks: list[TaskInfo]) -> str:
-        known = ""
+        """The lowest-tier HyperNode among those of any tier (the cluster top included) that
+        hold every placed task's node (session.go:391-419 then ``getLowestTierHyperNode``);
+        ``""`` when none is placed or none holds them all."""
+        common: set[str] | None = None
         for task in tasks:
             if not task.status & (ALLOCATED_STATUS | TaskStatus.PIPELINED) or not task.node_name:
                 continue
             if task.node_name not in self.table.index:
-                return ""  # a node outside the session: Volcano gives up the recovery
-            known = self.lca(known, self.leaf_of(task.node_name) or CLUSTER_TOP)
-        return known
+                return ""  # in no HyperNode of the session, the cluster top included
+            holding = {*self.tree.containing(task.node_name), CLUSTER_TOP}
+            common = holding if common is None else common & holding
+            if not common:
+                return ""
+        if not common:
+            return ""
+        return min(common, key=lambda name: (self.tier(name), name))
 
 
 def has_network_topology(job: JobInfo) -> bool:

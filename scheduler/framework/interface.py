@@ -19,7 +19,8 @@ class SessionSink(Protocol):
     def bind(self, tasks: Sequence[TaskInfo]) -> None:
         """Queue binds for tasks carrying ``node_name`` and ``bind_annotations``."""
 
-    def evict(self, task: TaskInfo, reason: str) -> None: ...
+    def evict(self, task: TaskInfo, reason: str, *, for_job: JobInfo | None = None) -> None:
+        """Evict a victim; ``for_job`` is the gang it makes room for, when one is known."""
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

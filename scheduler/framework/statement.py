@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
@@ -35,6 +36,8 @@ class _Op:
     reason: str = ""
     nominated_before: str | None = None
     """The task's ``nominated_node`` before a pipeline that set it, restored on discard."""
+    for_job: JobInfo | None = None
+    """The job an eviction makes room for, when the action evicts for a whole gang."""
 
 
 class Statement:
@@ -70,9 +73,11 @@ class Statement:
         self.operations.append(_Op(kind, task, nominated_before=task.nominated_node))
         return None
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
+    def evict(self, task: TaskInfo, reason: str, *, for_job: JobInfo | None = None) -> None:
+        """``for_job``: the gang the eviction makes room for (gang eviction), named on the
+        victim's ``Evict`` event."""
         self.session.mark_releasing(task, True)
-        self.operations.append(_Op(Operation.EVICT, task, reason))
+        self.operations.append(_Op(Operation.EVICT, task, reason, for_job=for_job))
 
     def unevict(self, task: TaskInfo) -> None:
         """Undo this statement's eviction of ``task`` alone (a dry run's reprieve)."""
@@ -111,7 +116,9 @@ class Statement:
         """Evictions go to the cache, allocated tasks are bound; pipelined stay in session."""
         to_bind: list[TaskInfo] = []
         for op in self.operations:
-            if op.kind is Operation.EVICT:
+            if op.kind is Operation.EVICT and op.for_job is not None:
+                self.session.sink.evict(op.task, op.reason, for_job=op.for_job)
+            elif op.kind is Operation.EVICT:
                 self.session.sink.evict(op.task, op.reason)
             elif op.kind is Operation.ALLOCATE:
                 to_bind.append(op.task)

@@ -183,13 +183,41 @@ def _sub_scores(session: Session, sub: SubJob, names: list[str]) -> dict[str, fl
     return total
 
 
-def _sub_gradients(session: Session, job: JobInfo, sub: SubJob, root: str) -> list[list[str]]:
+def _sub_gradients(
+    session: Session, job: JobInfo, sub: SubJob, root: str, purpose: str = "allocate"
+) -> list[list[str]]:
     for tier in session.hooks(h.HyperNodeGradient):
         for plugin in tier:
             if isinstance(plugin, SubJobGradient):
-                return plugin.sub_job_gradients(job, sub, root, "allocate")
+                return plugin.sub_job_gradients(job, sub, root, purpose)
             return [[root]]
     return [[root]]
+
+
+def sub_job_gradients(
+    session: Session, job: JobInfo, sub: SubJob, root: str, purpose: str
+) -> list[list[str]]:
+    """Volcano's ``HyperNodeGradientForSubJobFn``: the first gradient plugin's answer, else
+    ``root`` alone."""
+    return _sub_gradients(session, job, sub, root, purpose)
+
+
+def default_sub_job_candidates(session: Session, job: JobInfo, root: str) -> list[str]:
+    """For a job whose constraint is on the PodGroup alone: the HyperNodes under ``root`` (the
+    job's candidate) its default sub-job may go to, as Volcano's ``allocateForSubJob`` asks
+    ``HyperNodeGradientForSubJobFn`` with ``SubJobInfo.GetMinResources`` (every pending task's
+    request, not only ``minMember``'s): lowest tier first, each tier best score first. Empty
+    when no HyperNode there holds all the job's pending tasks by its idle or future idle."""
+    sub = job.sub_jobs().by_uid.get(str(job.uid))
+    if sub is None:
+        return [root]
+    ordered: list[str] = []
+    for gradient in _sub_gradients(session, job, sub, root):
+        scores = _sub_scores(session, sub, gradient)
+        names = list(gradient)
+        session.rng.shuffle(names)  # Volcano's map order among equal scores
+        ordered.extend(sorted(names, key=lambda n: -scores[n]))
+    return ordered
 
 
 def _place_partition(

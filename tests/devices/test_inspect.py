@@ -282,3 +282,16 @@ def test_simulate_then_inspect(family: str, tmp_path: Path,
             assert card["memoryUsed"] <= card["memoryTotal"], (node["name"], card)
             if card["splitCount"] is not None:
                 assert card["shares"] <= card["splitCount"]
+
+
+def test_a_bad_device_entry_is_left_out_and_the_others_count() -> None:
+    """The scheduler reads a pod's device list entry by entry (devices/usage.py vgpu_record,
+    as Volcano's decodeContainerDevices in pkg/scheduler/api/devices/nvidia/vgpu/utils.go):
+    inspect counts the readable entry too, and names the one left out (it dropped the pod)."""
+    objects = [vgpu_node("vg-1", VOLCANO_REGISTER),
+               volcano_pod("p", "GPU-1bb2,NVIDIA,2000,0:GPU-0aa1,NV:")]
+    report = inspect_gpus(objects)
+    held = {(c.uuid, p.pod, p.memory) for c in report.cards for p in c.pods}
+    assert held == {("GPU-1bb2", "ml/p", 2000)}
+    assert any("ml/p" in w and "entry left out" in w and "GPU-0aa1,NV" in w
+               for w in report.warnings), report.warnings

@@ -67,7 +67,8 @@ def test_discovery_writes_hypernodes_and_the_scheduler_uses_them(tmp_path: Path)
     """discovery/label/label.go generateHyperNodeInfo and hypernode_controller.go
     reconcileTopology over HTTP; the same process's cache takes the HyperNodes from its watch
     and allocate keeps a hard tier-1 job inside one of them."""
-    apiserver = ApiServerDouble(collections=(*DEFAULT_COLLECTIONS, HYPERNODES))
+    apiserver = ApiServerDouble(collections=(*DEFAULT_COLLECTIONS, HYPERNODES),
+                                status_subresources=("queues", "pods", "hypernodes"))
     apiserver.start()
     for index, tor in enumerate(["t1", "t1", "t2", "t2"]):
         apiserver.create("v1/nodes", make_node(f"n{index}", cpu="4", labels={TOR: tor}))
@@ -100,7 +101,16 @@ def test_discovery_writes_hypernodes_and_the_scheduler_uses_them(tmp_path: Path)
         wait_until(lambda: _discovered(apiserver) == {"t1": ["n0", "n1", "n3"],
                                                       "t2": ["n2"]},
                    timeout=10.0, message="relabelled node moved")
-        assert apiserver.get(HYPERNODES, "hand-made") == hand_stored
+        # hypernode_handler.go syncHyperNodeStatus: every HyperNode's status.nodeCount, the
+        # hand-made one's too (its regex picks the four nodes); its spec is never written.
+        def counts() -> dict[str, int]:
+            return {key: (apiserver.get(HYPERNODES, key) or {}).get("status", {}).get(
+                "nodeCount", -1) for key in apiserver.sorted_keys(HYPERNODES)}
+
+        wait_until(lambda: sorted(counts().values()) == [1, 3, 4], timeout=10.0,
+                   message="status.nodeCount written")
+        assert counts()["hand-made"] == 4
+        assert (apiserver.get(HYPERNODES, "hand-made") or {})["spec"] == hand_stored["spec"]
         writes = [r for r in apiserver.requests
                   if r.path.startswith("/apis/topology.volcano.sh/") and r.method != "GET"]
         assert writes and all(not r.path.endswith("/hand-made") for r in writes)

@@ -113,9 +113,9 @@ class RecordingSink:
         self.inner = inner
         self.evictions: list[TaskInfo] = []
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
+    def evict(self, task: TaskInfo, reason: str, **options: Any) -> None:
         self.evictions.append(task)
-        self.inner.evict(task, reason)
+        self.inner.evict(task, reason, **options)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -54,6 +54,13 @@ class _Server:
             body["metadata"]["resourceVersion"] = str(self.version)
             self.objects[name] = body
             return copy.deepcopy(body)
+        if path.endswith("/status"):  # the status subresource: only status is taken
+            assert method == "PUT"
+            name = path.rsplit("/", 2)[1]
+            stored = self.objects[name]
+            stored["status"] = body.get("status") or {}
+            stored["metadata"]["resourceVersion"] = str(self.version)
+            return copy.deepcopy(stored)
         name = path.rsplit("/", 1)[1]
         if method == "DELETE":
             if self.objects.pop(name, None) is None:
@@ -61,6 +68,9 @@ class _Server:
             return {}
         assert method == "PUT"
         body["metadata"]["resourceVersion"] = str(self.version)
+        body.pop("status", None)  # the main resource leaves status as it was
+        if "status" in self.objects.get(name, {}):
+            body["status"] = self.objects[name]["status"]
         self.objects[name] = body
         return copy.deepcopy(body)
 
@@ -72,6 +82,11 @@ def _controller(tmp_path: Path, server: _Server, **options: Any) -> DiscoveryCon
                                      retry=RetryPolicy(attempts=1), **options)
     assert controller.load_config()
     return controller
+
+
+def _spec_calls(server: _Server) -> list[tuple[str, str]]:
+    """The writes of HyperNode objects themselves, not of their status."""
+    return [(m, p) for m, p in server.calls if not p.endswith("/status")]
 
 
 def _tor_nodes(controller: DiscoveryController, tors: dict[str, str]) -> None:
@@ -86,10 +101,10 @@ def test_reconcile_creates_then_settles(tmp_path: Path) -> None:
     controller = _controller(tmp_path, server)
     _tor_nodes(controller, {"n1": "t1", "n2": "t1", "n3": "t2"})
     plan = controller.reconcile()
-    assert [m for m, _ in server.calls] == ["POST", "POST"]
+    assert [m for m, _ in _spec_calls(server)] == ["POST", "POST"]
     assert len(plan.create) == 2
     assert controller.reconcile().empty
-    assert len(server.calls) == 2
+    assert len(server.calls) == 4  # and the two statuses (syncHyperNodeStatus), once
 
 
 def test_label_changes_update_and_delete_only_owned(tmp_path: Path) -> None:
@@ -106,7 +121,7 @@ def test_label_changes_update_and_delete_only_owned(tmp_path: Path) -> None:
     server.calls.clear()
     controller.observe("Node", "MODIFIED", make_node("n2", labels={"volcano.sh/tor": "t1"}))
     plan = controller.reconcile()
-    assert [m for m, _ in server.calls] == ["PUT", "DELETE"]
+    assert [m for m, _ in _spec_calls(server)] == ["PUT", "DELETE"]
     (updated,) = plan.update
     assert [m["selector"]["exactMatch"]["name"] for m in updated["spec"]["members"]] == [
         "n1", "n2"]
@@ -145,7 +160,7 @@ def test_no_writes_while_not_leading_and_bad_config_keeps_the_previous(tmp_path:
     assert controller.config.enabled
     leading["now"] = True
     controller.reconcile()
-    assert [m for m, _ in server.calls] == ["POST"]
+    assert [m for m, _ in _spec_calls(server)] == ["POST"]
 
 
 def test_disabled_config_writes_nothing(tmp_path: Path) -> None:
@@ -177,7 +192,7 @@ def test_thread_reconciles_once_synced(tmp_path: Path) -> None:
         time.sleep(0.01)
     stop.set()
     controller.join(2.0)
-    assert [m for m, _ in server.calls] == ["POST"]
+    assert [m for m, _ in _spec_calls(server)] == ["POST"]
 
 
 # -- the optional deploy files ------------------------------------------------------------------
@@ -194,12 +209,17 @@ def test_optional_rbac_grants_exactly_the_discovery_writes(tmp_path: Path) -> No
     controller.reconcile()
     controller.observe("Node", "MODIFIED", make_node("n2", labels={"volcano.sh/tor": "t1"}))
     controller.reconcile()
-    verbs = {{"POST": "create", "PUT": "update", "DELETE": "delete"}[m] for m, _ in server.calls}
-    assert {path.rsplit("/", 1)[0] if path != HN else path for _, path in server.calls} == {HN}
+    spec = _spec_calls(server)
+    verbs = {{"POST": "create", "PUT": "update", "DELETE": "delete"}[m] for m, _ in spec}
+    assert {path.rsplit("/", 1)[0] if path != HN else path for _, path in spec} == {HN}
+    status = [(m, p) for m, p in server.calls if p.endswith("/status")]
+    assert status and {m for m, _ in status} == {"PUT"}
     (role,) = [d for d in _optional() if d["kind"] == "ClusterRole"]
-    (rule,) = role["rules"]
+    rule, status_rule = role["rules"]
     assert (rule["apiGroups"], rule["resources"]) == (["topology.volcano.sh"], ["hypernodes"])
     assert set(rule["verbs"]) == verbs == {"create", "update", "delete"}
+    assert (status_rule["apiGroups"], status_rule["resources"], status_rule["verbs"]) == (
+        ["topology.volcano.sh"], ["hypernodes/status"], ["update"])
     (binding,) = [d for d in _optional() if d["kind"] == "ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "lahar-scheduler",

@@ -132,7 +132,7 @@ def test_tier_names() -> None:
         ),
         (
             lambda o: o["spec"]["members"][0].__setitem__(
-                "selector", {"regexMatch": {"pattern": "("}}
+                "selector", {"regexMatch": {"pattern": ""}}
             ),
             "spec.members[0].selector.regexMatch.pattern",
         ),
@@ -147,7 +147,7 @@ def test_tier_names() -> None:
         "no-members",
         "bad-type",
         "two-selectors",
-        "bad-regex",
+        "empty-regex",
         "no-name",
     ],
 )

@@ -123,7 +123,10 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data == topology_json(inspect_topology(_cluster()))
     (spine,) = data["hypernodes"]
-    assert (spine["name"], spine["tier"], spine["nodeCount"]) == ("spine", 2, 4)
+    # nodeCount as Volcano's HyperNode controller writes it (hypernode_handler.go:121
+    # actualNodeCnt): the spine's two member names; the nodes under it are nodesUnder.
+    assert (spine["name"], spine["tier"], spine["nodeCount"], spine["nodesUnder"]) == (
+        "spine", 2, 2, 4)
     assert [c["name"] for c in spine["children"]] == ["leaf-a", "leaf-b"]
     assert spine["children"][0]["nodes"] == ["n1", "n2"]
     assert spine["used"]["cpu"] == "7" and spine["allocatable"]["cpu"] == "32"
@@ -152,3 +155,19 @@ def test_cli_subtree_that_does_not_exist(tmp_path: Path,
     assert main(["inspect", "topology", _write(tmp_path, _cluster()),
                  "--hypernode", "nope"]) == 0
     assert "No HyperNode named nope." in capsys.readouterr().out
+
+
+def test_a_job_sits_where_the_scheduler_sees_it() -> None:
+    """session.go:364 recoverAllocatedHyperNode: of the HyperNodes holding every pod's node,
+    the lowest tier. n2 is listed in leaves a and b; pods on n2 and n3 sit in b (the leaf of
+    n2 taken by name order, a, and b have no common ancestor: the cluster, before)."""
+    objects: list[dict[str, Any]] = [make_node(f"n{i}", cpu="8") for i in range(1, 4)]
+    objects += [make_hypernode("a", tier=1, nodes=["n1", "n2"]),
+                make_hypernode("b", tier=1, nodes=["n2", "n3"]),
+                make_podgroup("job", min_member=2,
+                              network_topology={"mode": "hard", "highestTierAllowed": 1}),
+                make_pod("job-0", cpu="1", group="job", node="n2"),
+                make_pod("job-1", cpu="1", group="job", node="n3")]
+    report = inspect_topology(objects)
+    (job,) = report.jobs_at["b"]
+    assert job.name == "default/job" and not job.over

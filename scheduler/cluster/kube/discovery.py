@@ -13,6 +13,10 @@ it and writes its plans:
   with bounded retries. The scheduling loop never waits for it.
 * the config file (the ``volcano-controller.conf`` key of Volcano's ConfigMap, mounted) is
   re-read when it changes; one that does not load is logged and the previous one kept.
+* as Volcano's HyperNode controller (``hypernode_handler.go`` ``syncHyperNodeStatus``), every
+  HyperNode added or changed gets ``status.nodeCount`` (the names its members select,
+  :func:`~scheduler.api.hypernode.status_node_count`) through the status subresource when it
+  differs, whoever made the HyperNode.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any
 
 import structlog
 
+from scheduler.api.errors import ObjectError
+from scheduler.api.hypernode import hypernode_from_object, status_node_count
 from scheduler.cluster.discovery import (
     DiscoveryConfig,
     DiscoveryConfigError,
@@ -63,6 +69,8 @@ class DiscoveryController:
     _signature: tuple[Any, ...] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _due: threading.Event = field(default_factory=threading.Event)
+    _status_due: set[str] = field(default_factory=set)
+    """HyperNodes added or changed since their status.nodeCount was last checked."""
     _thread: threading.Thread | None = None
     reconciles: int = 0
 
@@ -92,6 +100,7 @@ class DiscoveryController:
                         self._due.set()
                 else:
                     self._hypernodes[name] = dict(obj)
+                    self._status_due.add(name)
 
     def _topology_labels(self, node: Mapping[str, Any] | None) -> dict[str, str]:
         if node is None:
@@ -155,9 +164,34 @@ class DiscoveryController:
         if not plan.empty:
             log.info("hypernodes reconciled", created=len(plan.create),
                      updated=len(plan.update), deleted=len(plan.delete), failed=failed)
+        failed |= not self.sync_statuses()
         if failed:
             self._due.set()
         return plan
+
+    def sync_statuses(self) -> bool:
+        """Write ``status.nodeCount`` of each HyperNode due where it differs (Volcano's
+        ``syncHyperNodeStatus``); False when a write failed (that HyperNode stays due)."""
+        with self._lock:
+            due, self._status_due = self._status_due, set()
+            nodes = {name: node["metadata"]["labels"] for name, node in self._nodes.items()}
+            current = {name: self._hypernodes[name] for name in due if name in self._hypernodes}
+        ok = True
+        for name, obj in sorted(current.items()):
+            try:
+                count = status_node_count(hypernode_from_object(obj), nodes)
+            except ObjectError:
+                continue  # the scheduler's cache names what is wrong with it
+            if (obj.get("status") or {}).get("nodeCount") == count:
+                continue
+            body = _plain_copy(obj)
+            body["status"] = {**(obj.get("status") or {}), "nodeCount": count}
+            path = object_path(TOPOLOGY, "hypernodes", name=name, subresource="status")
+            if not self._write("PUT", path, body, name=name):
+                ok = False
+                with self._lock:
+                    self._status_due.add(name)
+        return ok
 
     def _write(self, method: str, path: str, obj: dict[str, Any] | None, *,
                name: str = "") -> bool:
@@ -179,6 +213,8 @@ class DiscoveryController:
                 self._hypernodes.pop(name, None)
             else:
                 self._hypernodes[name] = answer if answer.get("metadata") else dict(obj or {})
+                if not path.endswith("/status"):
+                    self._status_due.add(name)
         return True
 
     # -- the thread ---------------------------------------------------------------------------
@@ -196,13 +232,18 @@ class DiscoveryController:
             if stop.is_set():
                 return
             self.load_config()
-            if not self._due.is_set() or not self.synced() or not self.leading():
+            if ((not self._due.is_set() and not self._status_due) or not self.synced()
+                    or not self.leading()):
                 continue
             if stop.wait(self.debounce):  # let a burst of label changes land first
                 return
+            discover = self._due.is_set()
             self._due.clear()
             try:
-                self.reconcile()
+                if discover:
+                    self.reconcile()
+                elif not self.sync_statuses():  # only HyperNodes changed: their counts
+                    self._due.set()
             except Exception:
                 log.exception("hypernode discovery failed")
                 self._due.set()
@@ -212,6 +253,13 @@ class DiscoveryController:
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
+
+
+def _plain_copy(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: (_plain_copy(value) if isinstance(value, Mapping) else
+                  [_plain_copy(v) if isinstance(v, Mapping) else v for v in value]
+                  if isinstance(value, list) else value)
+            for key, value in obj.items()}
 
 
 def _file_signature(path: str) -> tuple[Any, ...]:
