@@ -120,8 +120,14 @@ def _int(value: object, *, err: Any, field_name: str, minimum: int = 0) -> int:
     return value
 
 
-def podgroup_from_object(obj: Mapping[str, Any], *, default_queue: str = "default") -> PodGroup:
-    """Build a PodGroup from its object; raises :class:`ObjectError` naming the field."""
+def podgroup_from_object(obj: Mapping[str, Any], *, default_queue: str = "default",
+                         ignored: frozenset[str] = frozenset()) -> PodGroup:
+    """Build a PodGroup from its object; raises :class:`ObjectError` naming the field.
+
+    ``ignored`` are the resource names device families account (Volcano's
+    ``IgnoredDevicesList``): they are left out of ``minResources``, as Volcano's
+    ``JobInfo.GetMinResources`` reads it through ``NewResource``, so a per-device amount that
+    no node total carries never holds a job back at admission."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -145,7 +151,7 @@ def podgroup_from_object(obj: Mapping[str, Any], *, default_queue: str = "defaul
         if not isinstance(spec["minResources"], Mapping):
             raise err("spec.minResources", "must be a resource list")
         try:
-            min_resources = resource_from_list(spec["minResources"])
+            min_resources = resource_from_list(spec["minResources"], ignored=ignored)
         except QuantityError as exc:
             raise err("spec.minResources", str(exc)) from None
     conditions = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]

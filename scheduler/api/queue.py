@@ -75,8 +75,11 @@ class QueueInfo:
         return real
 
 
-def queue_from_object(obj: Mapping[str, Any]) -> QueueInfo:
-    """Build a QueueInfo; a queue without ``status.state`` counts as Open."""
+def queue_from_object(obj: Mapping[str, Any], *,
+                      ignored: frozenset[str] = frozenset()) -> QueueInfo:
+    """Build a QueueInfo; a queue without ``status.state`` counts as Open. ``ignored``
+    resource names (accounted by device families) are left out of its quantities, as
+    Volcano's ``NewResource`` leaves its ``IgnoredDevicesList`` out."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -98,7 +101,7 @@ def queue_from_object(obj: Mapping[str, Any]) -> QueueInfo:
         if not isinstance(value, Mapping):
             raise err(where, "must be a resource list")
         try:
-            return resource_from_list(value)
+            return resource_from_list(value, ignored=ignored)
         except QuantityError as exc:
             raise err(where, str(exc)) from None
 

@@ -120,7 +120,8 @@ class SchedulerCache(CacheWrites):
         self.tasks_by_node: dict[str, dict[TaskID, TaskInfo]] = {}
         self.tasks_by_job: dict[JobID, dict[TaskID, TaskInfo]] = {}
         self.podgroups: dict[JobID, PodGroup] = {}
-        self.implied = ImpliedGroups(enabled=implied_groups, default_queue=default_queue)
+        self.implied = ImpliedGroups(enabled=implied_groups, default_queue=default_queue,
+                                     ignored=self.ignored)
         """Plain pods' PodGroups not yet on the API server (:mod:`scheduler.cache.implied`)."""
         self.queues: dict[QueueID, QueueInfo] = {}
         self.priority_classes: dict[str, tuple[int, bool]] = {}
@@ -433,7 +434,8 @@ class SchedulerCache(CacheWrites):
         if deleted:
             self._podgroup_deleted(obj)
             return
-        podgroup = podgroup_from_object(obj, default_queue=self.default_queue)
+        podgroup = podgroup_from_object(obj, default_queue=self.default_queue,
+                                        ignored=self.ignored)
         uid = JobID(f"{podgroup.namespace}/{podgroup.name}")
         old = self.podgroups.get(uid)
         self.pool.job_changes.podgroup(uid, deleted=False, known=old is not None)
@@ -478,7 +480,7 @@ class SchedulerCache(CacheWrites):
             self.usage.change(task, new_queue, +1)
 
     def _queue(self, deleted: bool, obj: Mapping[str, Any]) -> None:
-        queue = queue_from_object(obj)
+        queue = queue_from_object(obj, ignored=self.ignored)
         if deleted:
             # Its jobs leave the sessions; a settled job skips the check for its queue.
             self.pool.unsettle_all()

@@ -39,11 +39,15 @@ class _Pool(Protocol):
 class ImpliedGroups:
     """The implied PodGroups a cache holds (see the module docstring)."""
 
-    __slots__ = ("default_queue", "enabled", "uids")
+    __slots__ = ("default_queue", "enabled", "ignored", "uids")
 
-    def __init__(self, *, enabled: bool, default_queue: str) -> None:
+    def __init__(self, *, enabled: bool, default_queue: str,
+                 ignored: frozenset[str] = frozenset()) -> None:
         self.enabled = enabled
         self.default_queue = default_queue
+        self.ignored = ignored
+        """Resource names the device families account: the implied ``minResources`` keeps
+        them (the controller writes them, as Volcano's), the job reads it without them."""
         self.uids: set[JobID] = set()
 
     def adopt(self, task: TaskInfo, pod: Mapping[str, Any], *,
@@ -62,7 +66,8 @@ class ImpliedGroups:
             return  # the controller reports it on the pod; the pod stays out of scheduling
         document["metadata"]["creationTimestamp"] = meta.get("creationTimestamp")
         task.job = uid
-        podgroups[uid] = podgroup_from_object(document, default_queue=self.default_queue)
+        podgroups[uid] = podgroup_from_object(document, default_queue=self.default_queue,
+                                              ignored=self.ignored)
         pool.job_changes.podgroup(uid, deleted=False, known=False)
         pool.dirty_jobs.add(uid)
         self.uids.add(uid)

@@ -15,6 +15,9 @@ With ``collections=STANDALONE_COLLECTIONS`` it also acts as a bare API server fo
 (``python -m tests.apiserver``): Namespaces (deleting one deletes what lives in it),
 ``generateName``, label and field selectors, Node and Pod status subresources, and the
 ``PodScheduled`` condition a successful Binding sets.
+
+Custom objects (PodGroup, Queue, Device, HyperNode) are checked against the CRD schemas of
+``conf/crds/`` on every write and refused with 422 as a real server refuses them.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.apiserver.crdschema import crd_errors, invalid_message
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "queues", "devices",
                   "customresourcedefinitions", "hypernodes"}
@@ -160,6 +165,10 @@ class ApiServerDouble:
         pod with a grace period on a real cluster; :meth:`delete` then plays the kubelet."""
         self.max_watch_seconds = max_watch_seconds
         self.port = port
+        self.validate_crds = True
+        """Refuse (422) custom objects that break their CRD's schema in ``conf/crds/``, as a
+        real server does (:mod:`tests.apiserver.crdschema`); off only for a test that stores
+        an object a server would refuse, to see how the scheduler reads it."""
         self._drops = 0
         self._drop_points: list[int] = []
         self._abrupt = False
@@ -325,6 +334,10 @@ class ApiServerDouble:
 
     def _commit(self, collection: str, key: str, obj: dict[str, Any],
                 event: str) -> dict[str, Any]:
+        if self.validate_crds:
+            errors = crd_errors(collection, obj)
+            if errors:
+                raise HttpError(422, invalid_message(collection, obj, errors), "Invalid")
         self.resource_version += 1
         obj["metadata"]["resourceVersion"] = str(self.resource_version)
         self.objects[collection][key] = obj

@@ -825,3 +825,35 @@ def test_every_node_agent_call_is_granted() -> None:
     assert used <= NODE_AGENT_NEEDS, used - NODE_AGENT_NEEDS
     pod_lists = [query for method, path, query in client.calls if path == "/api/v1/pods"]
     assert pod_lists and all(q["fieldSelector"] == "spec.nodeName=n1" for q in pod_lists)
+
+
+@pytest.mark.parametrize(("profile", "peer_hook_path", "library"), [
+    # volcano-vgpu-device-plugin deployments/static/volcano-vgpu-device-plugin.yml:
+    # HOOK_PATH=/usr/local/vgpu; pkg/plugin/server.go Allocate mounts HOOK_PATH/libvgpu.so.
+    ("volcano", "/usr/local/vgpu", "/usr/local/vgpu/libvgpu.so"),
+    # HAMi charts/hami/values.yaml global.gpuHookPath=/usr/local (HOOK_PATH in
+    # templates/device-plugin/daemonsetnvidia.yaml); nvinternal/plugin/server.go Allocate
+    # mounts HOOK_PATH/vgpu/libvgpu.so.
+    ("hami", "/usr/local", "/usr/local/vgpu/libvgpu.so"),
+])
+def test_node_agent_hook_path_is_the_profiles_own(profile: str, peer_hook_path: str,
+                                                   library: str) -> None:
+    """The DaemonSet's environment gives each vGPU profile the ``HOOK_PATH`` its peer's
+    DaemonSet sets, so ``Allocate``'s mounts name HAMi-core where that peer installs it, and
+    that place is a host directory the DaemonSet mounts at the same path."""
+    from scheduler.devices.base import DeviceConfig
+    from scheduler.devices.node.resources import AgentConfig
+
+    pod = _agent_one("DaemonSet")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value", "") for e in container["env"]}
+    config = AgentConfig(node_name="n", devices=DeviceConfig(vgpu=True, profile=profile),
+                         hook_path=env.get("HOOK_PATH", ""))
+    assert config.vgpu_hook_path == peer_hook_path
+    hook = config.vgpu_hook_path
+    used = f"{hook}/vgpu/libvgpu.so" if profile == "hami" else f"{hook}/libvgpu.so"
+    assert used == library
+    host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    mounted = {m["mountPath"]: host.get(m["name"]) for m in container["volumeMounts"]}
+    assert any(library.startswith(f"{path}/") and mounted[path] == path for path in mounted), (
+        f"{library} is not under a host directory mounted at its own path")

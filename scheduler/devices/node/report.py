@@ -13,8 +13,10 @@ GPU; the real ones are ``pynvml`` (package ``nvidia-ml-py``) and ``/sys``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from scheduler.devices.finegrained.names import (
@@ -25,8 +27,8 @@ from scheduler.devices.finegrained.names import (
     LABEL_GPU_VENDOR,
 )
 
-__all__ = ["DRIVER_LABEL", "NoGpus", "Nvml", "Sysfs", "build_device_object", "load_nvml",
-           "normalise_bus_id"]
+__all__ = ["DRIVER_LABEL", "NoGpus", "Nvml", "Sysfs", "build_device_object",
+           "keep_transition_times", "load_nvml", "normalise_bus_id", "unhealthy_condition"]
 
 DRIVER_LABEL = "node.koordinator.sh/gpu-driver-version"
 
@@ -96,8 +98,36 @@ def _model(name: str) -> str:
     return name.removeprefix("NVIDIA ").strip().replace(" ", "-")
 
 
+def unhealthy_condition(*, reason: str, message: str, now: float) -> dict[str, str]:
+    """A device's ``Healthy=False`` condition. The Device CRD (koordinator's
+    ``apis/scheduling/v1alpha1/device_types.go``, ``Conditions []metav1.Condition``) requires
+    ``type``, ``status``, ``lastTransitionTime``, ``reason`` and ``message``: without the time
+    the API server refuses the whole object (422)."""
+    stamp = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": "Healthy", "status": "False", "lastTransitionTime": stamp,
+            "reason": reason, "message": message}
+
+
+def keep_transition_times(old: Sequence[Mapping[str, Any]], new: Sequence[dict[str, Any]]
+                          ) -> None:
+    """Give each condition of ``new`` the ``lastTransitionTime`` the same device's condition
+    of that type had in ``old`` when its status is unchanged (``meta.SetStatusCondition``), so
+    a card that stays broken does not rewrite its Device object every period."""
+    before = {(str(d.get("type")), d.get("minor"), str(c.get("type"))): c
+              for d in old if isinstance(d, Mapping)
+              for c in d.get("conditions") or [] if isinstance(c, Mapping)}
+    for device in new:
+        for condition in device.get("conditions") or []:
+            prior = before.get((str(device.get("type")), device.get("minor"),
+                                str(condition.get("type"))))
+            if (prior is not None and prior.get("status") == condition.get("status")
+                    and prior.get("lastTransitionTime")):
+                condition["lastTransitionTime"] = prior["lastTransitionTime"]
+
+
 def build_device_object(node_name: str, nvml: Nvml, *, sysfs: Sysfs | None = None,
-                        error: type[BaseException] = Exception) -> dict[str, Any]:
+                        error: type[BaseException] = Exception,
+                        now: float | None = None) -> dict[str, Any]:
     """The Device object of this node; raises :class:`NoGpus` when NVML sees none.
 
     ``error`` is the NVML error type (``pynvml.NVMLError``): a device that raises it is
@@ -115,7 +145,8 @@ def build_device_object(node_name: str, nvml: Nvml, *, sysfs: Sysfs | None = Non
         devices: list[dict[str, Any]] = []
         models: set[str] = set()
         for index in range(count):
-            devices.append(_gpu(nvml, index, sysfs, error, models))
+            devices.append(_gpu(nvml, index, sysfs, error, models,
+                                now=time.time() if now is None else now))
     finally:
         nvml.nvmlShutdown()
     labels = {LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: models.pop() if len(models) == 1
@@ -126,7 +157,7 @@ def build_device_object(node_name: str, nvml: Nvml, *, sysfs: Sysfs | None = Non
 
 
 def _gpu(nvml: Nvml, index: int, sysfs: Sysfs, error: type[BaseException],
-         models: set[str]) -> dict[str, Any]:
+         models: set[str], *, now: float) -> dict[str, Any]:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         uuid = _text(nvml.nvmlDeviceGetUUID(handle))
@@ -136,8 +167,8 @@ def _gpu(nvml: Nvml, index: int, sysfs: Sysfs, error: type[BaseException],
         models.add(_model(_text(nvml.nvmlDeviceGetName(handle))))
     except error as exc:
         return {"type": "gpu", "minor": index, "health": False,
-                "conditions": [{"type": "Healthy", "status": "False",
-                                "reason": "NVMLError", "message": str(exc)}]}
+                "conditions": [unhealthy_condition(reason="NVMLError", message=str(exc),
+                                                   now=now)]}
     numa = sysfs.numa_node(bus_id)
     return {
         "type": "gpu", "id": uuid, "minor": minor, "health": True,

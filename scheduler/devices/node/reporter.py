@@ -46,7 +46,7 @@ from scheduler.devices.finegrained.names import (
 from scheduler.devices.names import GPU_UNHEALTHY_IDS
 from scheduler.devices.node.inventory import Gpu, Inventory, Nic
 from scheduler.devices.node.nodelock import is_conflict
-from scheduler.devices.node.report import DRIVER_LABEL
+from scheduler.devices.node.report import DRIVER_LABEL, keep_transition_times, unhealthy_condition
 from scheduler.devices.node.resources import AgentConfig, Endpoint, status_resources
 
 __all__ = ["DEVICE_API", "ReportAccess", "Reporter", "checkpoint_entries", "device_object",
@@ -93,7 +93,7 @@ def node_labels(inventory: Inventory) -> dict[str, str]:
             DRIVER_LABEL: inventory.driver}
 
 
-def _gpu_entry(gpu: Gpu) -> dict[str, Any]:
+def _gpu_entry(gpu: Gpu, now: float) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "type": "gpu", "id": gpu.uuid, "minor": gpu.minor, "health": gpu.healthy,
         "resources": {GPU_CORE: "100", GPU_MEMORY: format_resource(GPU_MEMORY, gpu.memory),
@@ -101,8 +101,8 @@ def _gpu_entry(gpu: Gpu) -> dict[str, Any]:
         "topology": {"socketID": -1, "nodeID": gpu.numa, "pcieID": gpu.pcie,
                      "busID": gpu.bus_id}}
     if not gpu.healthy:
-        entry["conditions"] = [{"type": "Healthy", "status": "False", "reason": "Unhealthy",
-                                "message": f"GPU {gpu.uuid} failed its health check"}]
+        entry["conditions"] = [unhealthy_condition(
+            reason="Unhealthy", message=f"GPU {gpu.uuid} failed its health check", now=now)]
     return entry
 
 
@@ -118,9 +118,11 @@ def _nic_entry(nic: Nic) -> dict[str, Any]:
     return entry
 
 
-def device_object(node_name: str, inventory: Inventory) -> dict[str, Any]:
+def device_object(node_name: str, inventory: Inventory, *, now: float | None = None
+                  ) -> dict[str, Any]:
     """The Device object's owned parts: ``spec.devices`` and the three labels."""
-    devices = [*(_gpu_entry(g) for g in sorted(inventory.gpus, key=lambda g: g.minor)),
+    now = time.time() if now is None else now
+    devices = [*(_gpu_entry(g, now) for g in sorted(inventory.gpus, key=lambda g: g.minor)),
                *(_nic_entry(n) for n in sorted(inventory.nics, key=lambda n: n.minor))]
     return {"apiVersion": DEVICE_API, "kind": "Device",
             "metadata": {"name": node_name, "labels": node_labels(inventory)},
@@ -230,7 +232,7 @@ class Reporter:
 
     def _write_device(self, inventory: Inventory) -> None:
         name = self.config.node_name
-        wanted = device_object(name, inventory)
+        wanted = device_object(name, inventory, now=self.clock())
         checkpoints = self._checkpoints(inventory)
         current = self.access.get_device(name)
         if current is None:
@@ -254,6 +256,7 @@ class Reporter:
             annotations.pop(CHECKPOINTS, None)
         meta["annotations"] = annotations
         spec = dict(updated.get("spec") or {})
+        keep_transition_times(spec.get("devices") or [], wanted["spec"]["devices"])
         spec["devices"] = wanted["spec"]["devices"]
         updated["spec"] = spec
         if updated != current:  # koordlet skips equal objects too
