@@ -60,6 +60,8 @@ class PredicatesArgs:
     gpu_number: bool = arg("predicate.GPUNumberEnable", False)
     node_lock: bool = arg("predicate.NodeLockEnable", False)
     vgpu: bool = arg("predicate.VGPUEnable", False)
+    dra: bool = arg("predicate.DynamicResourceAllocationEnable", True)
+    """Whether the ``dra`` plugin runs beside this one (``scheduler.deviceconf.with_dra``)."""
 
 
 @dataclass(slots=True)

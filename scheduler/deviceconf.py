@@ -40,12 +40,13 @@ if TYPE_CHECKING:
     from scheduler.cache.cache import SchedulerCache
 
 __all__ = ["DeviceSupport", "NodeLockHooks", "device_config", "device_config_map_path",
-           "device_support", "with_device_plugin"]
+           "device_support", "with_device_plugin", "with_dra"]
 
 log = structlog.get_logger("lahar.devices")
 
 DEVICE_PLUGIN = "deviceshare"
 LEGACY_PLUGIN = "predicates"
+DRA_PLUGIN = "dra"
 
 
 def device_config(conf: SchedulerConf) -> DeviceConfig:
@@ -56,7 +57,9 @@ def device_config(conf: SchedulerConf) -> DeviceConfig:
 
 def with_device_plugin(conf: SchedulerConf) -> SchedulerConf:
     """``conf`` with a ``deviceshare`` entry beside ``predicates`` when only the legacy
-    ``predicate.*`` switches turn devices on (Volcano ≤ v1.8 filtered devices in predicates)."""
+    ``predicate.*`` switches turn devices on (Volcano ≤ v1.8 filtered devices in predicates),
+    and with the ``dra`` plugin (:func:`with_dra`)."""
+    conf = with_dra(conf)
     if conf.plugin(DEVICE_PLUGIN) is not None or not device_config(conf).any_enabled:
         return conf
     from plugins import PLUGINS
@@ -68,6 +71,37 @@ def with_device_plugin(conf: SchedulerConf) -> SchedulerConf:
             if option.name == LEGACY_PLUGIN:
                 entries.insert(i + 1, PluginOption(name=DEVICE_PLUGIN, flags=option.flags,
                                                    args=PLUGINS[DEVICE_PLUGIN].Args()))
+                break
+        tiers.append(tuple(entries))
+    return dataclasses.replace(conf, tiers=tuple(tiers))
+
+
+def with_dra(conf: SchedulerConf, feature_gates: str | None = None) -> SchedulerConf:
+    """``conf`` with a ``dra`` entry right after ``predicates`` (Volcano runs Dynamic Resource
+    Allocation inside its predicates plugin, on by default), unless the conf lists ``dra``
+    itself or sets ``predicate.DynamicResourceAllocationEnable: false``. ``feature_gates``
+    (``--feature-gates``) is added after the conf's own ``dra.FeatureGates``: a gate named in
+    both takes the flag's value, as a later ``--feature-gates`` entry does."""
+    from plugins import PLUGINS
+
+    present = conf.plugin(DRA_PLUGIN)
+    predicates = conf.plugin(LEGACY_PLUGIN)
+    if present is None and (predicates is None or not getattr(predicates.args, "dra", True)):
+        return conf
+    if present is not None and not feature_gates:
+        return conf
+    gates = ",".join(g for g in (getattr(present.args, "feature_gates", "") if present else "",
+                                 feature_gates or "") if g)
+    entry_args = PLUGINS[DRA_PLUGIN].Args(feature_gates=gates)
+    tiers = []
+    for tier in conf.tiers:
+        entries = list(tier)
+        for i, option in enumerate(entries):
+            if present is not None and option.name == DRA_PLUGIN:
+                entries[i] = dataclasses.replace(option, args=entry_args)
+            elif present is None and option.name == LEGACY_PLUGIN:
+                entries.insert(i + 1, PluginOption(name=DRA_PLUGIN, flags=option.flags,
+                                                   args=entry_args))
                 break
         tiers.append(tuple(entries))
     return dataclasses.replace(conf, tiers=tuple(tiers))
