@@ -8,7 +8,6 @@ from plugins.binpack import Binpack
 from plugins.capacity import Capacity
 from plugins.conformance import Conformance
 from plugins.deviceshare import DeviceShare
-from plugins.dra import Dra
 from plugins.drf import Drf
 from plugins.gang import Gang
 from plugins.network_topology_aware import NetworkTopologyAware
@@ -24,5 +23,5 @@ __all__ = ["PLUGINS"]
 PLUGINS: dict[str, Any] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Drf, Proportion, Overcommit, Predicates, NodeOrder,
-                Binpack, DeviceShare, Capacity, Sla, NetworkTopologyAware, Dra)
+                Binpack, DeviceShare, Capacity, Sla, NetworkTopologyAware)
 }

@@ -46,7 +46,6 @@ log = structlog.get_logger("lahar.devices")
 
 DEVICE_PLUGIN = "deviceshare"
 LEGACY_PLUGIN = "predicates"
-DRA_PLUGIN = "dra"
 
 
 def device_config(conf: SchedulerConf) -> DeviceConfig:
@@ -57,9 +56,7 @@ def device_config(conf: SchedulerConf) -> DeviceConfig:
 
 def with_device_plugin(conf: SchedulerConf) -> SchedulerConf:
     """``conf`` with a ``deviceshare`` entry beside ``predicates`` when only the legacy
-    ``predicate.*`` switches turn devices on (Volcano ≤ v1.8 filtered devices in predicates),
-    and with the ``dra`` plugin (:func:`with_dra`)."""
-    conf = with_dra(conf)
+    ``predicate.*`` switches turn devices on (Volcano ≤ v1.8 filtered devices in predicates)."""
     if conf.plugin(DEVICE_PLUGIN) is not None or not device_config(conf).any_enabled:
         return conf
     from plugins import PLUGINS
@@ -77,34 +74,17 @@ def with_device_plugin(conf: SchedulerConf) -> SchedulerConf:
 
 
 def with_dra(conf: SchedulerConf, feature_gates: str | None = None) -> SchedulerConf:
-    """``conf`` with a ``dra`` entry right after ``predicates`` (Volcano runs Dynamic Resource
-    Allocation inside its predicates plugin, on by default), unless the conf lists ``dra``
-    itself or sets ``predicate.DynamicResourceAllocationEnable: false``. ``feature_gates``
-    (``--feature-gates``) is added after the conf's own ``dra.FeatureGates``: a gate named in
-    both takes the flag's value, as a later ``--feature-gates`` entry does."""
-    from plugins import PLUGINS
-
-    present = conf.plugin(DRA_PLUGIN)
+    """``conf`` with ``feature_gates`` (``--feature-gates``) added after its
+    ``predicate.DRAFeatureGates``: a gate named in both takes the flag's value, as a later
+    ``--feature-gates`` entry does. Raises the conf's ``ArgumentError`` for a bad gate."""
     predicates = conf.plugin(LEGACY_PLUGIN)
-    if present is None and (predicates is None or not getattr(predicates.args, "dra", True)):
+    if not feature_gates or predicates is None:
         return conf
-    if present is not None and not feature_gates:
-        return conf
-    gates = ",".join(g for g in (getattr(present.args, "feature_gates", "") if present else "",
-                                 feature_gates or "") if g)
-    entry_args = PLUGINS[DRA_PLUGIN].Args(feature_gates=gates)
-    tiers = []
-    for tier in conf.tiers:
-        entries = list(tier)
-        for i, option in enumerate(entries):
-            if present is not None and option.name == DRA_PLUGIN:
-                entries[i] = dataclasses.replace(option, args=entry_args)
-            elif present is None and option.name == LEGACY_PLUGIN:
-                entries.insert(i + 1, PluginOption(name=DRA_PLUGIN, flags=option.flags,
-                                                   args=entry_args))
-                break
-        tiers.append(tuple(entries))
-    return dataclasses.replace(conf, tiers=tuple(tiers))
+    gates = ",".join(g for g in (predicates.args.dra_feature_gates, feature_gates) if g)
+    args = dataclasses.replace(predicates.args, dra_feature_gates=gates)
+    tiers = tuple(tuple(dataclasses.replace(option, args=args) if option is predicates
+                        else option for option in tier) for tier in conf.tiers)
+    return dataclasses.replace(conf, tiers=tiers)
 
 
 @dataclass(slots=True)

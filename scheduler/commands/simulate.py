@@ -202,7 +202,7 @@ def add_simulate_arguments(sub: Any) -> None:
     sim.add_argument("--feature-gates", type=feature_gates, default="",
                      metavar="NAME=true|false,...",
                      help="kube-scheduler's Dynamic Resource Allocation feature gates, as its "
-                     "--feature-gates (added to the conf's dra.FeatureGates)")
+                     "--feature-gates (added to the conf's predicate.DRAFeatureGates)")
     sim.add_argument("--hypernode-discovery", metavar="FILE",
                      help="derive HyperNodes from the Nodes' labels as Volcano's label "
                      "discovery does; FILE holds the volcano-controller.conf text, or a "

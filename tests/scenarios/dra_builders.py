@@ -18,12 +18,12 @@ tiers:
 - plugins: [{name: priority}, {name: gang}, {name: conformance}]
 - plugins:
   - {name: drf}
-  - {name: predicates}
-  - {name: dra, arguments: {dra.FeatureGates: "DRAConsumableCapacity=true"}}
+  - {name: predicates, arguments: {predicate.DRAFeatureGates: "DRAConsumableCapacity=true"}}
   - {name: proportion}
   - {name: nodeorder}
 """
-"""The default tiers, with the consumable-capacity gate on through the conf (dra.FeatureGates)."""
+"""The default tiers, with the consumable-capacity gate on through the conf's
+``predicate.DRAFeatureGates``."""
 
 
 def make_class(name: str = DRIVER, *, mode: str = "exclusive") -> Obj:

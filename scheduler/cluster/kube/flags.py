@@ -118,7 +118,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        metavar="NAME=true|false,...",
                        help="kube-scheduler's Dynamic Resource Allocation feature gates "
                             "(DRAConsumableCapacity, DRAPrioritizedList, ...), as its "
-                            "--feature-gates; added to the conf's dra.FeatureGates")
+                            "--feature-gates; added to the conf's predicate.DRAFeatureGates")
     sched.add_argument("--default-queue", default="default", metavar="QUEUE",
                        help="queue for PodGroups that name none (default default)")
     sched.add_argument("--node-selector", action="append", type=_selector, default=None,

@@ -1,9 +1,8 @@
-"""dra: Dynamic Resource Allocation (``resource.k8s.io/v1`` ResourceClaims) in node fit and
-in each placement.
+"""Dynamic Resource Allocation (``resource.k8s.io/v1`` ResourceClaims) in node fit and in each
+placement, for the ``predicates`` plugin.
 
-kube-scheduler's ``DynamicResources`` plugin, which Volcano's ``predicates`` runs; here it is a
-plugin of its own that the conf switches on beside ``predicates`` (on unless
-``predicate.DynamicResourceAllocationEnable: false``). Per pod:
+kube-scheduler's ``DynamicResources`` plugin, which Volcano's ``predicates`` runs
+(``predicate.DynamicResourceAllocationEnable``, on here by default). Per pod:
 
 * pre-predicate: the pod's claims are found (by name, or through ``status.resourceClaimStatuses``
   for a claim made from a template); a missing claim, or one not made yet, keeps the pod pending
@@ -17,9 +16,9 @@ plugin of its own that the conf switches on beside ``predicates`` (on unless
   allocator *error* (a CEL expression that fails, a gated feature that is off) is recorded and
   written as ``PodScheduled=False`` reason ``SchedulerError`` with the allocator's text;
 * on allocate: the allocation is charged to the session's allocated state and recorded in the
-  snapshot's :class:`~scheduler.cache.dra.DraView`; a Statement rollback (a gang that does not
-  commit) takes it back. A claim shared by several pods is allocated once; every pod is added
-  to its ``reservedFor`` when its bind is written.
+  snapshot's :class:`~scheduler.framework.draview.DraView`; a Statement rollback (a gang that
+  does not commit) takes it back. A claim shared by several pods is allocated once; every pod
+  is added to its ``reservedFor`` when its bind is written.
 """
 
 from __future__ import annotations
@@ -44,32 +43,19 @@ from scheduler.devices.dra.allocator import (
     allocate,
 )
 from scheduler.devices.dra.model import allocation_to_dict
-from scheduler.framework.arguments import ArgumentError, arg
 from scheduler.framework.draview import PendingClaim
 from scheduler.framework.hooks import BoolArray
 from scheduler.framework.nodetable import NodeTable
-from scheduler.framework.plugin import PluginBase
 from scheduler.framework.session import AllocateError, Session
 
-__all__ = ["REASON_NO_SLICES", "Dra", "DraArgs"]
+__all__ = ["REASON_NO_SLICES", "DraFilter", "parse_feature_gates"]
 
-_OWNER = "plugin dra"
 REASON_NO_SLICES = "cannot allocate all claims: no ResourceSlice serves the node"
 
 
-@dataclass(frozen=True, slots=True)
-class DraArgs:
-    feature_gates: str = arg("dra.FeatureGates", "")
-    """kube-scheduler's ``--feature-gates`` for the DRA gates: ``NAME=true,NAME=false``."""
-    features: Any = field(default=None, init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        try:
-            features = Features.from_flag(self.feature_gates)
-        except ValueError as exc:
-            raise ArgumentError(_OWNER, "dra.FeatureGates", "NAME=true|false,... of the DRA "
-                                "feature gates", f"{self.feature_gates!r} ({exc})") from None
-        object.__setattr__(self, "features", features)
+def parse_feature_gates(text: str) -> Any:
+    """The allocator's ``Features`` from ``NAME=true,NAME=false``; raises ``ValueError``."""
+    return Features.from_flag(text)
 
 
 @dataclass(slots=True)
@@ -88,12 +74,14 @@ class _Claims:
     problem: str = ""
 
 
-class Dra(PluginBase[DraArgs]):
-    NAME = "dra"
-    Args = DraArgs
+class DraFilter:
+    """One session's DRA checks and in-session allocations (built per session)."""
 
-    def __init__(self, args: DraArgs) -> None:
-        super().__init__(args)
+    NAME = "predicates"
+
+    def __init__(self, features: Any) -> None:
+        self.features = features
+        self.session: Session | None = None
         self.view: Any = None
         self.state: Any = None
         self._claims: dict[TaskID, _Claims] = {}
@@ -105,8 +93,13 @@ class Dra(PluginBase[DraArgs]):
         self._network: list[Any] = []
 
     # -- session --------------------------------------------------------------------------
+    @property
+    def ssn(self) -> Session:
+        assert self.session is not None, "used outside a session"
+        return self.session
+
     def on_session_open(self, session: Session) -> None:
-        super().on_session_open(session)
+        self.session = session
         self.view = session.snapshot.dra
         if self.view is None or self.view.empty:
             self.view = None
@@ -258,7 +251,7 @@ class Dra(PluginBase[DraArgs]):
                 node_name=node.name, node_labels=dict(node.labels),
                 claims=[claim for _, claim in needed], classes=self.view.classes,
                 slices=self._local.get(node.name, []) + self._network,
-                allocated=self.state, features=self.args.features)
+                allocated=self.state, features=self.features)
             out.extend((key, result, True) for (key, _), result in
                        zip(needed, results, strict=True))
         return out
