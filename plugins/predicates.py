@@ -6,8 +6,9 @@ affinity (``predicate.PodAffinityEnable``) and pod topology spread
 (``predicate.PodTopologySpreadEnable``), then Dynamic Resource Allocation's claims
 (``predicate.DynamicResourceAllocationEnable``, :mod:`scheduler.framework.dra`). The static
 ones (unschedulable, affinity, taints) depend only on node labels and taints, so their masks are
-computed once per session per pod signature and shared by every similar pod. The pod-to-pod checks read the session's pod index,
-which this plugin keeps current by forwarding the session's allocate/deallocate events.
+computed once per session per pod signature and shared by every similar pod. The pod-to-pod
+checks read the session's pod index, which this plugin keeps current by forwarding the session's
+allocate/deallocate events.
 """
 
 from __future__ import annotations
