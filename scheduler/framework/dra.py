@@ -125,6 +125,12 @@ class DraFilter:
                     job.nodes_fit_errors[uid] = FitErrors(
                         nodes=errors.nodes, error=text, condition_reason="SchedulerError")
                     break
+        # The session unlinks its plugins' references to it (Session.release); this object
+        # is one level further down, so it lets go of the session here.
+        self.session = None
+        self._claims.clear()
+        self._held.clear()
+        self._placed.clear()
 
     # -- claims of a pod ------------------------------------------------------------------
     def claims(self, task: TaskInfo) -> _Claims:
