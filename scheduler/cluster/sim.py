@@ -23,7 +23,7 @@ from scheduler.api.task import GROUP_NAME_ANNOTATION
 from scheduler.cache.dra import DRA_KINDS
 from scheduler.cache.interface import BindError, ObjectRef, WriteError
 from scheduler.cluster.manifests import Manifest
-from scheduler.cluster.simdra import create_template_claims
+from scheduler.cluster.simdra import create_template_claims, release_pod_claims
 from scheduler.framework.close import rfc3339
 
 __all__ = ["ConflictError", "SimClock", "SimCluster"]
@@ -295,6 +295,14 @@ class SimCluster:
         self.changes += 1
         if self.listener is not None:
             self.listener("DELETED", "Pod", pod)
+        release_pod_claims(self.objects.get("ResourceClaim", {}), pod,
+                           delete=self._deleted, modify=self._modified)
+
+    def _deleted(self, obj: Obj) -> None:
+        del self.objects[obj["kind"]][_key(obj)]
+        self.changes += 1
+        if self.listener is not None:
+            self.listener("DELETED", obj["kind"], obj)
 
     def update_pod_condition(
         self,

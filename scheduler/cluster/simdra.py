@@ -19,7 +19,7 @@ from typing import Any
 from scheduler.api.errors import ObjectError
 from scheduler.api.podclaims import pod_claims, template_claim
 
-__all__ = ["SUFFIX_ALPHABET", "create_template_claims"]
+__all__ = ["SUFFIX_ALPHABET", "create_template_claims", "release_pod_claims"]
 
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The characters of Kubernetes' generated name suffixes (``utilrand.String``)."""
@@ -63,3 +63,29 @@ def create_template_claims(pods: list[Obj], templates: Mapping[str, Obj], *,
                              "resourceClaimName": obj["metadata"]["name"]})
         if statuses:
             status["resourceClaimStatuses"] = statuses
+
+
+def release_pod_claims(claims: Mapping[str, Obj], pod: Obj, *,
+                       delete: Callable[[Obj], None], modify: Callable[[Obj], None]) -> None:
+    """What the controllers do when ``pod`` is gone: the claims it owns are deleted (garbage
+    collection of the template's claims), and it leaves the ``reservedFor`` of the others; a
+    claim reserved for nobody any more is deallocated (the resourceclaim controller)."""
+    uid = (pod.get("metadata") or {}).get("uid")
+    for claim in list(claims.values()):
+        meta = claim.get("metadata") or {}
+        if any(isinstance(ref, Mapping) and ref.get("uid") == uid
+               for ref in meta.get("ownerReferences") or []):
+            delete(claim)
+            continue
+        status = claim.get("status") or {}
+        reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, Mapping)]
+        if not any(r.get("uid") == uid for r in reserved):
+            continue
+        left = [r for r in reserved if r.get("uid") != uid]
+        if left:
+            status["reservedFor"] = left
+        else:
+            status.pop("reservedFor", None)
+            status.pop("allocation", None)
+        claim["status"] = status
+        modify(claim)

@@ -88,6 +88,8 @@ class DraFilter:
         self._held: dict[str, _Held] = {}
         self._placed: dict[TaskID, list[str]] = {}
         self._errors: dict[TaskID, str] = {}
+        self._freed: dict[TaskID, list[Any]] = {}
+        """Evicted tasks → the allocations their eviction freed in this session."""
         self._mask: BoolArray | None = None
         self._local: dict[str, list[Any]] = {}
         self._network: list[Any] = []
@@ -131,6 +133,7 @@ class DraFilter:
         self._claims.clear()
         self._held.clear()
         self._placed.clear()
+        self._freed.clear()
 
     # -- claims of a pod ------------------------------------------------------------------
     def claims(self, task: TaskInfo) -> _Claims:
@@ -264,8 +267,15 @@ class DraFilter:
 
     # -- allocation -----------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
+        if self.view is None:
+            return
+        freed = self._freed.pop(task.uid, None)
+        if freed is not None:  # an eviction undone: the pod holds its devices again
+            for allocation in freed:
+                self.state.add(allocation)
+            return
         if task.status not in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED) \
-                or self.view is None or not self.claims(task).keys:
+                or not self.claims(task).keys:
             return
         node = self.ssn.nodes[task.node_name]
         try:
@@ -289,8 +299,11 @@ class DraFilter:
         self.view.session[task.uid] = entries
 
     def on_deallocate(self, task: TaskInfo) -> None:
+        if task.status is TaskStatus.RELEASING:
+            self._free(task)
+            return
         if task.status is not TaskStatus.PENDING:
-            return  # an eviction: the pod keeps its claims until it is gone
+            return
         keys = self._placed.pop(task.uid, None)
         if keys is None:
             return
@@ -303,6 +316,22 @@ class DraFilter:
             if not held.holders:
                 self.state.remove(held.allocation)
                 del self._held[key]
+
+    def _free(self, task: TaskInfo) -> None:
+        """An evicted pod's claims that no other pod holds are freed when it is gone (its
+        template's claim is deleted with it, a named claim is deallocated once its reservedFor
+        is empty), so a preemptor may count on their devices in this session."""
+        if self.view is None or task.uid in self._freed:
+            return
+        uid = _pod_uid(task) or str(task.uid)
+        freed = []
+        for key, _ in self.claims(task).keys:
+            allocation = self.view.allocations.get(key)
+            if allocation is not None and key not in self._held \
+                    and self.view.reserved.get(key, ()) == (uid,):
+                self.state.remove(allocation)
+                freed.append(allocation)
+        self._freed[task.uid] = freed
 
     # -- what other parts read ------------------------------------------------------------
     def allocated_devices(self, task: TaskInfo) -> list[tuple[str, Any]]:

@@ -282,3 +282,29 @@ def test_a_failed_binding_releases_the_claims_written_for_it() -> None:
     claim = run.cluster.objects["ResourceClaim"]["default/c"]
     assert reserved_names(claim) == ["p"] and len(results_of(claim)) == 1
     assert any("node is gone" in e["message"] for e in run.events("FailedScheduling"))
+
+
+def test_preemption_counts_the_devices_a_victim_frees() -> None:
+    """A high-priority pod whose claim needs the only GPU preempts the low-priority pod holding
+    it: the victim's claim is freed in the session (kube-scheduler's DynamicResources
+    PostFilter/preemption counts the victims' devices), and once the victim is gone the
+    embedded cluster deletes its template claim as the garbage collector would."""
+    from tests.builders import make_priority_class
+    from tests.scenarios.preemption_helpers import e2e_conf
+
+    objs = [make_class(), make_node("n0", cpu="16"), make_slice("n0", ["gpu-0"]),
+            make_template("one-gpu"), make_priority_class("low", 10),
+            make_priority_class("high", 1000),
+            claim_pod("victim", template="one-gpu", priority_class="low")]
+    first = simulate(objs)
+    assert first.node_of("victim") == "n0"
+    after = [copy.deepcopy(o) for o in first.cluster.all_objects() if o["kind"] != "Event"]
+    after.append(claim_pod("boss", template="one-gpu", priority_class="high"))
+    run = simulate(after, conf=e2e_conf(actions="enqueue, allocate, preempt, backfill"))
+    evicted = [e["involvedObject"]["name"] for e in run.events("Evict")
+               if e["involvedObject"]["kind"] == "Pod"]
+    assert evicted == ["victim"]
+    assert run.node_of("boss") == "n0"
+    names = {c["metadata"]["name"] for c in run.cluster.objects["ResourceClaim"].values()}
+    assert not any(name.startswith("victim-") for name in names)
+    assert results_of(_claim_of(run, "boss")) == [("n0", "gpu-0")]
