@@ -16,6 +16,7 @@ a bound pod has ``status.allocation`` with its devices and ``status.reservedFor`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.api.podclaims import pod_claims, template_claim
+from scheduler.cluster.kube.client import MERGE_PATCH, KubeClient
 from tests.e2e.conftest import Case, Settings
 from tests.e2e.kube import eventually, ignore_missing, make_pod, node_name_of, raw
 
@@ -132,7 +134,9 @@ def _claim_pod(case: Case, name: str, *, group: str, claim: str = "",
     source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
     pod["spec"]["resourceClaims"] = [{"name": "gpu", "source": source}]
     pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    made = raw(case.kube.core.create_namespaced_pod, case.namespace, pod)
+    with _wire(case) as wire:  # the official client's models no longer know ``source``
+        made = wire.request_json("POST", f"/api/v1/namespaces/{case.namespace}/pods",
+                                 body=pod)
     if not made["spec"].get("resourceClaims"):
         pytest.skip("this API server drops spec.resourceClaims (Kubernetes 1.28-1.30 keep it "
                     "only with --feature-gates=DynamicResourceAllocation=true)")
@@ -148,13 +152,27 @@ def _play_claim_controller(case: Case, pod: dict[str, Any], template: str) -> No
     suffix = hashlib.sha256(pod["metadata"]["uid"].encode()).hexdigest()[:5]
     made = _create(case, "resourceclaims", template_claim(pod, entry, body, suffix=suffix),
                    namespaced=True)
-    raw(case.kube.core.patch_namespaced_pod_status, pod["metadata"]["name"], case.namespace,
-        {"status": {"resourceClaimStatuses": [
-            {"name": entry.name, "resourceClaimName": made["metadata"]["name"]}]}})
+    with _wire(case) as wire:
+        wire.request_json(
+            "PATCH", f"/api/v1/namespaces/{case.namespace}/pods/{pod['metadata']['name']}/status",
+            body={"status": {"resourceClaimStatuses": [
+                {"name": entry.name, "resourceClaimName": made["metadata"]["name"]}]}},
+            content_type=MERGE_PATCH)
+
+
+@contextlib.contextmanager
+def _wire(case: Case) -> Iterator[KubeClient]:
+    """Lahar's own client, which sends a pod as written (1.28's ``source`` included)."""
+    client = KubeClient.from_flags(kubeconfig=case.settings.kubeconfig, qps=50.0, burst=100)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def _claim_name_of(case: Case, pod: str) -> str:
-    obj = case.kube.pod(case.namespace, pod)
+    with _wire(case) as wire:
+        obj = wire.request_json("GET", f"/api/v1/namespaces/{case.namespace}/pods/{pod}")
     source = obj["spec"]["resourceClaims"][0]["source"]
     if source.get("resourceClaimName"):
         return str(source["resourceClaimName"])
