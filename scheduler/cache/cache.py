@@ -602,7 +602,8 @@ class SchedulerCache(CacheWrites):
         queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
         return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
                         namespace_labels=dict(self.namespace_labels), active=active,
-                        hypernodes=self.hypernodes.tree(self.nodes), dra=self.dra.view())
+                        hypernodes=self.hypernodes.tree(self.nodes),
+                        dra=self.dra.view(session=refreshed is not None))
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

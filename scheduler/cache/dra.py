@@ -79,6 +79,8 @@ class DraStore:
         allocator's model cannot read it (the cache reports it and keeps the last version)."""
         key = _key(obj)
         with self.lock:
+            if not deleted and _older(obj, self.objects[kind].get(key)):
+                return  # a watch event from before a claim write this store applied already
             if deleted:
                 self.objects[kind].pop(key, None)
                 self.parsed[kind].pop(key, None)
@@ -97,8 +99,9 @@ class DraStore:
             return key in self.objects["ResourceClaimTemplate"]
 
     # -- snapshot -------------------------------------------------------------------------
-    def view(self) -> DraView:
-        """The view for the next session (rebuilt only when something changed)."""
+    def view(self, *, session: bool = True) -> DraView:
+        """The view for the next session (rebuilt only when something changed); with
+        ``session`` False a view for reading only, whose decisions are never written."""
         with self.lock:
             base = self._view
             if base is None:
@@ -114,7 +117,8 @@ class DraStore:
                     holders = view.reserved.get(entry.key, ())
                     if entry.pod_uid not in holders:
                         view.reserved[entry.key] = (*holders, entry.pod_uid)
-            self.last_view = view
+            if session:
+                self.last_view = view
             return view
 
     def _build(self) -> DraView:
@@ -243,6 +247,16 @@ class DraStore:
                 continue
             self.apply("ResourceClaim", False, written)
             return
+
+
+def _older(obj: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """Whether ``obj`` is an earlier version of ``current`` (numeric resourceVersions, as the
+    API server's etcd revisions are; anything else is taken as newer)."""
+    if current is None:
+        return False
+    new = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    old = str((current.get("metadata") or {}).get("resourceVersion") or "")
+    return new.isdigit() and old.isdigit() and int(new) < int(old)
 
 
 def _same_allocation(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:

@@ -123,3 +123,27 @@ def test_dra_manifests_are_checked_at_load(tmp_path: Path) -> None:
                     "  containers: [{name: c, image: i}]\n  resourceClaims: [{name: a}]\n")
     with pytest.raises(ManifestError, match=r"Pod default/p: field spec.resourceClaims\[0\]"):
         load_manifests([path])
+
+
+def test_a_late_watch_event_does_not_undo_a_claim_write() -> None:
+    """The store applies the claim the status write returned at once; the watch may still
+    deliver an earlier version afterwards, which must not make the devices look free again
+    (client-go's informers never go back in resourceVersion either)."""
+    from scheduler.cache.dra import DraStore
+
+    def claim(version: str, allocated: bool) -> dict:
+        obj: dict = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {"name": "c", "namespace": "ns", "resourceVersion": version},
+                     "spec": {"devices": {"requests": [
+                         {"name": "gpu", "exactly": {"deviceClassName": "x"}}]}}}
+        if allocated:
+            obj["status"] = {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "d", "pool": "p", "device": "g0"}]}}}
+        return obj
+
+    store = DraStore()
+    store.apply("ResourceClaim", False, claim("7", allocated=True))
+    store.apply("ResourceClaim", False, claim("5", allocated=False))
+    assert "ns/c" in store.view().allocations
+    store.apply("ResourceClaim", False, claim("9", allocated=False))
+    assert "ns/c" not in store.view().allocations
