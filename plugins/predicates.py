@@ -205,8 +205,9 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
             mask &= self._ports_ok(task, table)
         for failed, _ in self._pod_reasons(task, table):
             mask &= ~failed
-        if self.dra is not None:
-            mask &= self.dra.predicate_mask(task, table)
+        served = None if self.dra is None else self.dra.predicate_mask(task, table)
+        if served is not None:
+            mask &= served
         return mask
 
     def simulate_predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:

@@ -201,9 +201,11 @@ class DraFilter:
         claims = self.claims(task)
         return any(self._allocation_of(key) is None for key, _ in claims.keys)
 
-    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
+    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray | None:
+        """The nodes a ResourceSlice serves, for a pod with a claim to allocate; None when
+        this check rules out no node (most pods: no claims)."""
         if self.view is None or not self.claims(task).keys or not self._needs_devices(task):
-            return np.ones(len(table), dtype=bool)
+            return None
         return self._served(table)
 
     def _served(self, table: NodeTable) -> BoolArray:
