@@ -74,6 +74,9 @@ class _Claims:
     problem: str = ""
 
 
+_NO_CLAIMS = _Claims()
+
+
 class DraFilter:
     """One session's DRA checks and in-session allocations (built per session)."""
 
@@ -137,6 +140,8 @@ class DraFilter:
 
     # -- claims of a pod ------------------------------------------------------------------
     def claims(self, task: TaskInfo) -> _Claims:
+        if not (task.pod.get("spec") or {}).get("resourceClaims"):
+            return _NO_CLAIMS  # most pods: nothing to resolve or cache
         cached = self._claims.get(task.uid)
         if cached is None:
             cached = self._claims[task.uid] = self._resolve(task)
