@@ -51,6 +51,8 @@ from scheduler.framework.session import AllocateError, Session
 __all__ = ["REASON_NO_SLICES", "DraFilter", "parse_feature_gates"]
 
 REASON_NO_SLICES = "cannot allocate all claims: no ResourceSlice serves the node"
+RESERVED_FOR_MAX = 256
+"""``ResourceClaimReservedForMaxSize``: pods one claim may be reserved for."""
 
 
 def parse_feature_gates(text: str) -> Any:
@@ -187,6 +189,11 @@ class DraFilter:
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return f'resourceclaim "{key}" is being deleted'
+        reserved = self.view.reserved.get(key, ())
+        if len(reserved) >= RESERVED_FOR_MAX and (_pod_uid(task) or str(task.uid)) \
+                not in reserved:
+            return f'resourceclaim "{key}" is in use by {len(reserved)} pods, the most it can ' \
+                   f'be reserved for'
         if template:
             owners = [ref.get("uid") for ref in meta.get("ownerReferences") or []
                       if isinstance(ref, Mapping) and ref.get("controller")]

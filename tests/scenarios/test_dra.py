@@ -308,3 +308,15 @@ def test_preemption_counts_the_devices_a_victim_frees() -> None:
     names = {c["metadata"]["name"] for c in run.cluster.objects["ResourceClaim"].values()}
     assert not any(name.startswith("victim-") for name in names)
     assert results_of(_claim_of(run, "boss")) == [("n0", "gpu-0")]
+
+
+def test_a_claim_reserved_for_256_pods_takes_no_more() -> None:
+    """ResourceClaimReservedForMaxSize (256): PreFilter refuses a further pod."""
+    reserved = [{"resource": "pods", "name": f"old-{i}", "uid": f"uid-{i}"} for i in range(256)]
+    full = make_claim("full", status={
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com",
+                                                 "pool": "n0", "device": "gpu-0"}]}},
+        "reservedFor": reserved})
+    run = simulate([*_cluster(nodes=1), full, claim_pod("late", claim="full")])
+    assert run.node_of("late") is None
+    assert "in use by 256 pods" in run.reason("late")
