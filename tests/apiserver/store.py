@@ -47,7 +47,7 @@ DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
 HYPERNODES = "topology.volcano.sh/v1alpha1/hypernodes"
 DRA_COLLECTIONS = tuple(f"resource.k8s.io/v1/{plural}" for plural in (
     "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))
-STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES)
+STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES, *DRA_COLLECTIONS)
 
 
 def is_namespaced(plural: str) -> bool:
