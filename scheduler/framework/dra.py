@@ -243,11 +243,20 @@ class DraFilter:
         try:
             self._fit(task, node)
         except Unschedulable as exc:
-            return Status.unschedulable(str(exc), plugin=self.NAME)
+            return Status.unschedulable(self._naming_claims(task, str(exc)), plugin=self.NAME)
         except AllocatorError as exc:
-            self._errors[task.uid] = str(exc)
-            return Status.error(str(exc), plugin=self.NAME)
+            text = self._naming_claims(task, str(exc))
+            self._errors[task.uid] = text
+            return Status.error(text, plugin=self.NAME)
         return None
+
+    def _naming_claims(self, task: TaskInfo, reason: str) -> str:
+        """``reason``, preceded by the pod's claims when it names none of them (the pending
+        pod's message and event must say which claim waits)."""
+        keys = [key for key, _ in self.claims(task).keys]
+        if any(key in reason for key in keys):
+            return reason
+        return f"{'claim' if len(keys) == 1 else 'claims'} {', '.join(keys)}: {reason}"
 
     def _allocation_of(self, key: str) -> Any:
         held = self._held.get(key)

@@ -147,3 +147,15 @@ def test_a_late_watch_event_does_not_undo_a_claim_write() -> None:
     assert "ns/c" in store.view().allocations
     store.apply("ResourceClaim", False, claim("9", allocated=False))
     assert "ns/c" not in store.view().allocations
+
+
+def test_a_reason_that_names_no_claim_gets_the_pods_claims() -> None:
+    from scheduler.framework.dra import DraFilter, _Claims
+
+    dra = DraFilter(None)
+    task = type("T", (), {"uid": "u", "pod": {"spec": {"resourceClaims": [{}]}}})()
+    dra._claims["u"] = _Claims(keys=[("ns/c1", None)])
+    assert dra._naming_claims(task, "no device fits") == "claim ns/c1: no device fits"  # type: ignore[arg-type]
+    assert dra._naming_claims(task, "ns/c1 is too big") == "ns/c1 is too big"  # type: ignore[arg-type]
+    dra._claims["u"] = _Claims(keys=[("ns/a", None), ("ns/b", None)])
+    assert dra._naming_claims(task, "x").startswith("claims ns/a, ns/b: ")  # type: ignore[arg-type]
