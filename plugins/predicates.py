@@ -23,7 +23,8 @@ from scheduler.api.resource import PODS
 from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
 from scheduler.framework.arguments import ArgumentError, arg
-from scheduler.framework.dra import DraFilter, parse_feature_gates
+from scheduler.framework.dra import DraFilter
+from scheduler.framework.draapi import parse_feature_gates
 from scheduler.framework.hooks import BoolArray
 from scheduler.framework.nodematch import affinity_mask, untolerated_taint_reason
 from scheduler.framework.nodetable import NodeTable

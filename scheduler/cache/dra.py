@@ -25,7 +25,7 @@ import structlog
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID
 from scheduler.cache.interface import WriteError
-from scheduler.devices.dra.model import (
+from scheduler.framework.draapi import (
     allocation_to_dict,
     device_class_from_dict,
     resource_claim_from_dict,

@@ -35,29 +35,23 @@ from scheduler.api.podclaims import claim_key, pod_claims, resolve_claim_names
 from scheduler.api.status import FitErrors, Status
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID, TaskStatus
-from scheduler.devices.dra.allocator import (
+from scheduler.framework.draapi import (
     AllocatedState,
     AllocatorError,
-    Features,
     Unschedulable,
     allocate,
+    allocation_to_dict,
 )
-from scheduler.devices.dra.model import allocation_to_dict
 from scheduler.framework.draview import PendingClaim
 from scheduler.framework.hooks import BoolArray
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.session import AllocateError, Session
 
-__all__ = ["REASON_NO_SLICES", "DraFilter", "parse_feature_gates"]
+__all__ = ["REASON_NO_SLICES", "RESERVED_FOR_MAX", "DraFilter"]
 
 REASON_NO_SLICES = "cannot allocate all claims: no ResourceSlice serves the node"
 RESERVED_FOR_MAX = 256
 """``ResourceClaimReservedForMaxSize``: pods one claim may be reserved for."""
-
-
-def parse_feature_gates(text: str) -> Any:
-    """The allocator's ``Features`` from ``NAME=true,NAME=false``; raises ``ValueError``."""
-    return Features.from_flag(text)
 
 
 @dataclass(slots=True)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import inspect
 
-from scheduler.devices.dra import allocator, model
+from scheduler.framework import draapi as allocator
+from scheduler.framework import draapi as model
 
 
 def test_the_model_offers_the_parsers_and_the_wire_form() -> None:
@@ -24,7 +25,7 @@ def test_the_allocator_offers_what_the_session_calls() -> None:
     assert issubclass(allocator.AllocatorError, Exception)
     state = allocator.AllocatedState.from_claims([])
     assert callable(state.add) and callable(state.remove)
-    allocator.Features.from_flag("")
+    allocator.parse_feature_gates("")
 
 
 def test_a_parsed_claim_and_slice_carry_what_the_session_reads() -> None:

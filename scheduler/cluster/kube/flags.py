@@ -37,10 +37,10 @@ def parse_duration(text: str) -> float:
 
 def feature_gates(text: str) -> str:
     """``--feature-gates``: checked as kube-scheduler checks it (known names, true/false)."""
-    from scheduler.devices.dra.allocator import Features
+    from scheduler.framework.draapi import parse_feature_gates
 
     try:
-        Features.from_flag(text)
+        parse_feature_gates(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
