@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.devices.dra import cases_basic
+from tests.devices.dra import cases_basic, cases_constraints
 from tests.devices.dra.builders import Case, run_case
 
-CASES: list[Case] = [*cases_basic.CASES]
+CASES: list[Case] = [*cases_basic.CASES, *cases_constraints.CASES]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
