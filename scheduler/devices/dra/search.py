@@ -373,8 +373,12 @@ class Search:
             if undo is None:
                 self._note(ci, request.name)
                 return False
-            if self._one(ci, ri, si, di + 1, in_sub, (0, 0, 0)):
-                return True
+            try:
+                if self._one(ci, ri, si, di + 1, in_sub, (0, 0, 0)):
+                    return True
+            except _Stop:
+                undo()
+                raise
             undo()
             return False
         for pi in range(start[0], len(self.pools)):

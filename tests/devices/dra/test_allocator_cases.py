@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.devices.dra import cases_basic, cases_constraints, cases_partitionable, cases_prioritized
+from tests.devices.dra import (
+    cases_basic,
+    cases_constraints,
+    cases_partitionable,
+    cases_prioritized,
+    cases_taints,
+)
 from tests.devices.dra.builders import Case, run_case
 
 CASES: list[Case] = [*cases_basic.CASES, *cases_constraints.CASES,
-                     *cases_prioritized.CASES, *cases_partitionable.CASES]
+                     *cases_prioritized.CASES, *cases_partitionable.CASES,
+                     *cases_taints.CASES]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
