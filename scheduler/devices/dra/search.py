@@ -427,6 +427,8 @@ class Search:
             return None
         if self.features.device_taints and self._tainted(cand.device, request):
             return None
+        if self.features.consumable_capacity and not self._capacity_fits(request, cand):
+            return None
         base = data.parent.name if data.parent is not None else request.name
         sub = request.name if data.parent is not None else ""
         constraints = self.constraints[ci]
