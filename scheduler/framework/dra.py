@@ -23,6 +23,8 @@ kube-scheduler's ``DynamicResources`` plugin, which Volcano's ``predicates`` run
 
 from __future__ import annotations
 
+import random
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +90,7 @@ class DraFilter:
         self._placed: dict[TaskID, list[str]] = {}
         self._errors: dict[TaskID, str] = {}
         self._freed: dict[TaskID, list[Any]] = {}
+        self._share_rng = random.Random(0)
         """Evicted tasks → the allocations their eviction freed in this session."""
         self._mask: BoolArray | None = None
         self._local: dict[str, list[Any]] = {}
@@ -101,6 +104,8 @@ class DraFilter:
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
+        # shareIDs (UUIDs in kube-scheduler) from the session's seed: a run is repeatable
+        self._share_rng = random.Random(session.uid)
         self.view = session.snapshot.dra
         if self.view is None or self.view.empty:
             self.view = None
@@ -133,6 +138,9 @@ class DraFilter:
         self._held.clear()
         self._placed.clear()
         self._freed.clear()
+
+    def _share_id(self) -> str:
+        return str(uuid.UUID(int=self._share_rng.getrandbits(128), version=4))
 
     # -- claims of a pod ------------------------------------------------------------------
     def claims(self, task: TaskInfo) -> _Claims:
@@ -277,7 +285,7 @@ class DraFilter:
                 node_name=node.name, node_labels=dict(node.labels),
                 claims=[claim for _, claim in needed], classes=self.view.classes,
                 slices=self._local.get(node.name, []) + self._network,
-                allocated=self.state, features=self.features)
+                allocated=self.state, features=self.features, share_id=self._share_id)
             out.extend((key, result, True) for (key, _), result in
                        zip(needed, results, strict=True))
         return out

@@ -79,3 +79,14 @@ def test_bad_feature_gates_are_refused(capsys: pytest.CaptureFixture[str]) -> No
         main(["simulate", "--feature-gates", "DRAConsumableCapacity=maybe", str(SAMPLE)])
     assert exc.value.code == 2
     assert "--feature-gates" in capsys.readouterr().err
+
+
+def test_dra_sample_is_repeatable(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same input and seed give the same output, shareIDs included (kube-scheduler draws
+    them as random UUIDs; here they come from the session's seed)."""
+    outputs = []
+    for _ in range(2):
+        assert main(["simulate", *GATES, str(SAMPLE), "-o", "json"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert '"shareID"' in outputs[0]
