@@ -96,7 +96,7 @@ def test_feature_gates_parse_as_kube_scheduler() -> None:
 
 
 def test_allocation_round_trip() -> None:
-    wire = {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": "x",
+    wire: dict[str, Any] = {"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": "x",
                                      "shareID": "s", "consumedCapacity": {"memory": "2Gi"}}],
                         "config": [{"source": "FromClaim", "opaque": {"driver": "d"}}]},
             "nodeSelector": {"nodeSelectorTerms": []}}
