@@ -15,6 +15,7 @@ from tests.devices.dra import (
     cases_capacity,
     cases_constraints,
     cases_lists,
+    cases_order,
     cases_partitionable,
     cases_pools,
     cases_prioritized,
@@ -25,7 +26,8 @@ from tests.devices.dra.builders import Case, run_case
 CASES: list[Case] = [*cases_basic.CASES, *cases_constraints.CASES,
                      *cases_prioritized.CASES, *cases_partitionable.CASES,
                      *cases_taints.CASES, *cases_capacity.CASES,
-                     *cases_lists.CASES, *cases_pools.CASES]
+                     *cases_lists.CASES, *cases_pools.CASES,
+                     *cases_order.CASES]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
