@@ -60,7 +60,7 @@ def _bound(name: str) -> dict[str, Any]:
     return dev(name, bindingConditions=["IsPrepare"], bindingFailureConditions=["BindingFailed"])
 
 
-_BOUND_RES = {"bindingConditions": ["IsPrepare"], "bindingFailureConditions": ["BindingFailed"]}
+_BOUND_RES: dict[str, Any] = {"bindingConditions": ["IsPrepare"], "bindingFailureConditions": ["BindingFailed"]}
 _TWO_AND_X = claim(CLAIM0, req(REQ1, CLASS_A, 2), req(REQ2, CLASS_A, 1, _type("X")))
 
 CASES = [
