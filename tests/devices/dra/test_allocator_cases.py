@@ -14,7 +14,10 @@ from tests.devices.dra import (
     cases_basic,
     cases_capacity,
     cases_constraints,
+    cases_lists,
+    cases_order,
     cases_partitionable,
+    cases_pools,
     cases_prioritized,
     cases_taints,
 )
@@ -22,7 +25,9 @@ from tests.devices.dra.builders import Case, run_case
 
 CASES: list[Case] = [*cases_basic.CASES, *cases_constraints.CASES,
                      *cases_prioritized.CASES, *cases_partitionable.CASES,
-                     *cases_taints.CASES, *cases_capacity.CASES]
+                     *cases_taints.CASES, *cases_capacity.CASES,
+                     *cases_lists.CASES, *cases_pools.CASES,
+                     *cases_order.CASES]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
