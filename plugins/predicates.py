@@ -3,22 +3,28 @@
 Checks, in order, each with kube-scheduler's reason text: pod count, ``spec.unschedulable``,
 node selector and required node affinity, host ports, NoSchedule/NoExecute taints, inter-pod
 affinity (``predicate.PodAffinityEnable``) and pod topology spread
-(``predicate.PodTopologySpreadEnable``). The static ones (unschedulable, affinity, taints)
-depend only on node labels and taints, so their masks are computed once per session per pod
-signature and shared by every similar pod. The pod-to-pod checks read the session's pod index,
-which this plugin keeps current by forwarding the session's allocate/deallocate events.
+(``predicate.PodTopologySpreadEnable``), then Dynamic Resource Allocation's claims
+(``predicate.DynamicResourceAllocationEnable``, :mod:`scheduler.framework.dra`). The static
+ones (unschedulable, affinity, taints) depend only on node labels and taints, so their masks are
+computed once per session per pod signature and shared by every similar pod. The pod-to-pod
+checks read the session's pod index, which this plugin keeps current by forwarding the session's
+allocate/deallocate events.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from scheduler.api.node import NodeInfo
 from scheduler.api.resource import PODS
+from scheduler.api.status import Status
 from scheduler.api.task import TaskInfo
-from scheduler.framework.arguments import arg
+from scheduler.framework.arguments import ArgumentError, arg
+from scheduler.framework.dra import DraFilter
+from scheduler.framework.draapi import parse_feature_gates
 from scheduler.framework.hooks import BoolArray
 from scheduler.framework.nodematch import affinity_mask, untolerated_taint_reason
 from scheduler.framework.nodetable import NodeTable
@@ -60,6 +66,21 @@ class PredicatesArgs:
     gpu_number: bool = arg("predicate.GPUNumberEnable", False)
     node_lock: bool = arg("predicate.NodeLockEnable", False)
     vgpu: bool = arg("predicate.VGPUEnable", False)
+    dra: bool = arg("predicate.DynamicResourceAllocationEnable", True)
+    """ResourceClaims in node fit and placement (:mod:`scheduler.framework.dra`)."""
+    dra_feature_gates: str = arg("predicate.DRAFeatureGates", "")
+    """Ours: kube-scheduler's ``--feature-gates`` for the DRA gates, ``NAME=true,...``
+    (``lahar run --feature-gates`` adds to it)."""
+    dra_features: Any = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            features = parse_feature_gates(self.dra_feature_gates)
+        except ValueError as exc:
+            raise ArgumentError("plugin predicates", "predicate.DRAFeatureGates",
+                                "NAME=true|false,... of the DRA feature gates",
+                                f"{self.dra_feature_gates!r} ({exc})") from None
+        object.__setattr__(self, "dra_features", features)
 
 
 @dataclass(slots=True)
@@ -78,11 +99,38 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
     def __init__(self, args: PredicatesArgs) -> None:
         super().__init__(args)
         self._static: dict[tuple[object, ...], _Static] = {}
+        self.dra = DraFilter(args.dra_features) if args.dra else None
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
         self.open_pod_index(
             session, wanted=bool(self.args.pod_affinity or self.args.pod_topology_spread))
+        if self.dra is not None:
+            self.dra.on_session_open(session)
+
+    def on_session_close(self, session: Session) -> None:
+        if self.dra is not None:
+            self.dra.on_session_close(session)
+
+    # -- Dynamic Resource Allocation (kube-scheduler's DynamicResources) -------------------
+    def pre_predicate(self, task: TaskInfo) -> Status | None:
+        return None if self.dra is None else self.dra.pre_predicate(task)
+
+    def wants_exact(self, task: TaskInfo) -> bool:
+        return self.dra is not None and self.dra.wants_exact(task)
+
+    def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        return None if self.dra is None else self.dra.check_node(task, node)
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        super().on_allocate(task)
+        if self.dra is not None:
+            self.dra.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        super().on_deallocate(task)
+        if self.dra is not None:
+            self.dra.on_deallocate(task)
 
     def _pod_reasons(self, task: TaskInfo, table: NodeTable) -> list[tuple[BoolArray, str]]:
         """InterPodAffinity then PodTopologySpread failures; empty when neither applies."""
@@ -158,6 +206,9 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
             mask &= self._ports_ok(task, table)
         for failed, _ in self._pod_reasons(task, table):
             mask &= ~failed
+        served = None if self.dra is None else self.dra.predicate_mask(task, table)
+        if served is not None:
+            mask &= served
         return mask
 
     def simulate_predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
@@ -183,4 +234,6 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
         ]
         out.extend(static.taint_reasons)
         out.extend(self._pod_reasons(task, table))
+        if self.dra is not None:
+            out.extend(self.dra.predicate_reasons(task, table, alive))
         return out

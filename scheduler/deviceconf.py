@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from scheduler.cache.cache import SchedulerCache
 
 __all__ = ["DeviceSupport", "NodeLockHooks", "device_config", "device_config_map_path",
-           "device_support", "with_device_plugin"]
+           "device_support", "with_device_plugin", "with_dra"]
 
 log = structlog.get_logger("lahar.devices")
 
@@ -71,6 +71,20 @@ def with_device_plugin(conf: SchedulerConf) -> SchedulerConf:
                 break
         tiers.append(tuple(entries))
     return dataclasses.replace(conf, tiers=tuple(tiers))
+
+
+def with_dra(conf: SchedulerConf, feature_gates: str | None = None) -> SchedulerConf:
+    """``conf`` with ``feature_gates`` (``--feature-gates``) added after its
+    ``predicate.DRAFeatureGates``: a gate named in both takes the flag's value, as a later
+    ``--feature-gates`` entry does. Raises the conf's ``ArgumentError`` for a bad gate."""
+    predicates = conf.plugin(LEGACY_PLUGIN)
+    if not feature_gates or predicates is None:
+        return conf
+    gates = ",".join(g for g in (predicates.args.dra_feature_gates, feature_gates) if g)
+    args = dataclasses.replace(predicates.args, dra_feature_gates=gates)
+    tiers = tuple(tuple(dataclasses.replace(option, args=args) if option is predicates
+                        else option for option in tier) for tier in conf.tiers)
+    return dataclasses.replace(conf, tiers=tiers)
 
 
 @dataclass(slots=True)

@@ -64,6 +64,9 @@ class FitErrors:
     reasons: Counter[str] = field(default_factory=Counter)
     error: str = ""
     """A task-level reason (e.g. a failed pre-predicate) that applies to every node."""
+    condition_reason: str = "Unschedulable"
+    """The reason of the pod's PodScheduled=False condition: ``SchedulerError`` when the
+    scheduler itself failed (a DRA allocator error), as kube-scheduler writes it."""
 
     @classmethod
     def for_pod(cls, nodes: int, reason: str) -> FitErrors:

@@ -46,6 +46,7 @@ from scheduler.api.types import (
     TaskStatus,
 )
 from scheduler.cache.binder import BindPool
+from scheduler.cache.dra import DRA_KINDS, DraStore
 from scheduler.cache.hypernodes import HyperNodeStore, warn_unacted_topology
 from scheduler.cache.implied import ImpliedGroups
 from scheduler.cache.interface import ClusterWriter, ObjectRef
@@ -154,6 +155,11 @@ class SchedulerCache(CacheWrites):
         self.post_bind_hooks: list[Callable[[TaskInfo, Exception | None], None]] = []
         """Run after each bind attempt with the error that failed it (None on success), e.g.
         to give back a device node lock a failed bind no longer needs."""
+        self.dra = DraStore()
+        """DRA objects and the claim writes decided but not yet sent (:mod:`.dra`)."""
+        self.pre_bind_hooks.append(lambda task: self.dra.before_bind(self.writer, task))
+        self.post_bind_hooks.append(
+            lambda task, failure: self.dra.after_bind(self.writer, task, failure))
         self.nominated: dict[str, list[ObjectRef]] = {}
         """Node → the pods this cycle's session nominated to it (preemptors whose victims
         there are being evicted); names the preemptor on the victims' Evict events."""
@@ -195,7 +201,7 @@ class SchedulerCache(CacheWrites):
     # -- events from the cluster ----------------------------------------------------------
     def apply(self, event: str, kind: str, obj: Mapping[str, Any]) -> None:
         """Take one watch event (``ADDED``/``MODIFIED``/``DELETED``) for a raw object."""
-        handler = {
+        handlers: dict[str, Callable[[bool, Mapping[str, Any]], None]] = {
             "Node": self._node,
             "Pod": self._pod,
             "PodGroup": self._podgroup,
@@ -204,7 +210,9 @@ class SchedulerCache(CacheWrites):
             "Device": self._device,
             "Namespace": self._namespace,
             "HyperNode": self._hypernode,
-        }.get(kind)
+        }
+        handler = (functools.partial(self._dra, kind) if kind in DRA_KINDS
+                   else handlers.get(kind))
         if handler is None:
             return
         with self.lock:
@@ -528,6 +536,12 @@ class SchedulerCache(CacheWrites):
         if name in self.node_objects:  # the node's device ledgers read this object
             self._node(False, self.node_objects[name])
 
+    def _dra(self, kind: str, deleted: bool, obj: Mapping[str, Any]) -> None:
+        self.dra.apply(kind, deleted, obj)
+        meta = obj.get("metadata") or {}
+        self.broken.pop(f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"
+                        .replace(" /", " "), None)
+
     def _match_device(self, name: str) -> None:
         if name in self.device_objects and name not in self.node_objects \
                 and name not in self.unselected_nodes:
@@ -590,7 +604,8 @@ class SchedulerCache(CacheWrites):
         queues = {uid: _clone_queue(queue) for uid, queue in self.queues.items()}
         return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
                         namespace_labels=dict(self.namespace_labels), active=active,
-                        hypernodes=self.hypernodes.tree(self.nodes))
+                        hypernodes=self.hypernodes.tree(self.nodes),
+                        dra=self.dra.view(session=refreshed is not None))
 
     def update_podgroup(
         self, job: JobInfo, event: tuple[str, str, str] | None, *, unready: int | None = None

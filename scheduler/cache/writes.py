@@ -25,6 +25,7 @@ from scheduler.api.podgroup import PodGroup
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import JobID, TaskID, TaskStatus
 from scheduler.cache.binder import BindPool
+from scheduler.cache.dra import DraStore
 from scheduler.cache.implied import ImpliedGroups
 from scheduler.cache.interface import ClusterWriter, Fenced, ObjectRef, WriteError
 from scheduler.cache.resync import ResyncQueue
@@ -57,6 +58,7 @@ class CacheWrites:
     committed_binds: int
     background: CoalescingWriter | None
     implied: ImpliedGroups
+    dra: DraStore
     _event_ids = itertools.count()
 
     if TYPE_CHECKING:  # defined by the cache
@@ -86,6 +88,7 @@ class CacheWrites:
                 self._add_task(task)
                 marked.append(task)
             self.committed_binds += len(marked)
+            self.dra.committed(marked)
             if self.binds is None:
                 self._writes.extend(functools.partial(self._write_bind, t) for t in marked)
                 return
@@ -141,6 +144,7 @@ class CacheWrites:
 
     def _bind_dropped(self, task: TaskInfo) -> None:
         """A bind that was never sent (the Lease was lost): give its node back."""
+        self.dra.forget(task.uid)
         with self.lock:
             if self.tasks.get(task.uid) is task:
                 self._remove_task(task)

@@ -27,10 +27,12 @@ from scheduler.api.errors import ObjectError
 from scheduler.api.hypernode import hypernode_from_object
 from scheduler.api.node import node_from_object
 from scheduler.api.pod import PodParseMemo
+from scheduler.api.podclaims import pod_claims
 from scheduler.api.podgroup import podgroup_from_object
 from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
 from scheduler.api.validation import validate_object
+from scheduler.cache.dra import DRA_API_VERSION, DRA_KINDS, check_dra_object
 from scheduler.cluster.yamlload import load_all_marked
 from scheduler.confyaml import UnreadableFile, read_text, source_name
 
@@ -45,8 +47,8 @@ __all__ = [
 ]
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device", "ConfigMap",
-         "HyperNode")
-_NAMESPACED = ("Pod", "PodGroup", "ConfigMap")
+         "HyperNode", *DRA_KINDS)
+_NAMESPACED = ("Pod", "PodGroup", "ConfigMap", "ResourceClaim", "ResourceClaimTemplate")
 BUILT_IN_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 """The classes every API server creates itself, so a pod may name them without a manifest."""
 _GROUPS = {
@@ -59,6 +61,7 @@ _GROUPS = {
     "Device": ("scheduling.koordinator.sh/v1alpha1",),
     "ConfigMap": ("v1",),  # Volcano's device config (read by the device families)
     "HyperNode": ("topology.volcano.sh/v1alpha1",),
+    **dict.fromkeys(DRA_KINDS, (DRA_API_VERSION,)),
 }
 
 
@@ -152,6 +155,7 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
             node_from_object(obj)
         elif kind == "Pod":
             task_from_pod(obj, memo=parsed)
+            pod_claims(obj)
         elif kind == "PodGroup":
             podgroup_from_object(obj)
         elif kind == "Queue":
@@ -167,7 +171,9 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
                     field="value",
                     problem=f"must be an integer, got {value!r}",
                 )
-    except ObjectError as exc:
+        elif kind in DRA_KINDS:
+            check_dra_object(kind, obj)
+    except (ObjectError, ValueError) as exc:
         raise ManifestError(f"{manifest.source}: {exc}") from None
 
 

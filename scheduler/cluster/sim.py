@@ -20,8 +20,10 @@ from typing import Any
 from scheduler.api.errors import ObjectError
 from scheduler.api.hypernode import hypernode_from_object, status_node_count
 from scheduler.api.task import GROUP_NAME_ANNOTATION
+from scheduler.cache.dra import DRA_KINDS
 from scheduler.cache.interface import BindError, ObjectRef, WriteError
 from scheduler.cluster.manifests import Manifest
+from scheduler.cluster.simdra import create_template_claims, release_pod_claims
 from scheduler.framework.close import rfc3339
 
 __all__ = ["ConflictError", "SimClock", "SimCluster"]
@@ -109,7 +111,7 @@ class SimCluster:
         for i, manifest in enumerate(manifests):
             obj = manifest.obj if take and manifest.private else _copy(manifest.obj)
             meta = obj.setdefault("metadata", {})
-            if obj["kind"] in ("Pod", "PodGroup"):
+            if obj["kind"] in ("Pod", "PodGroup", "ResourceClaim", "ResourceClaimTemplate"):
                 meta.setdefault("namespace", "default")
             meta.setdefault(
                 "uid", str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar:{obj['kind']}/{_key(obj)}"))
@@ -138,7 +140,10 @@ class SimCluster:
         self.objects.setdefault(obj["kind"], {})[_key(obj)] = obj
 
     def _admit_pods(self) -> None:
-        """Admission's priority resolution and the podgroup controller's work, once at load."""
+        """Admission's priority resolution and the podgroup and resourceclaim controllers'
+        work, once at load."""
+        create_template_claims(list(self.objects.get("Pod", {}).values()),
+                               self.objects.get("ResourceClaimTemplate", {}), store=self._store)
         classes = self.objects.get("PriorityClass", {})
         global_default = next((pc for pc in classes.values() if pc.get("globalDefault")), None)
         for pod in list(self.objects.get("Pod", {}).values()):
@@ -193,6 +198,9 @@ class SimCluster:
             apply("ADDED", "Device", obj)
         for obj in self.objects.get("HyperNode", {}).values():
             apply("ADDED", "HyperNode", obj)
+        for kind in DRA_KINDS:
+            for obj in self.objects.get(kind, {}).values():
+                apply("ADDED", kind, obj)
 
     def take_changes(self) -> int:
         changes, self.changes = self.changes, 0
@@ -287,6 +295,14 @@ class SimCluster:
         self.changes += 1
         if self.listener is not None:
             self.listener("DELETED", "Pod", pod)
+        release_pod_claims(self.objects.get("ResourceClaim", {}), pod,
+                           delete=self._deleted, modify=self._modified)
+
+    def _deleted(self, obj: Obj) -> None:
+        del self.objects[obj["kind"]][_key(obj)]
+        self.changes += 1
+        if self.listener is not None:
+            self.listener("DELETED", obj["kind"], obj)
 
     def update_pod_condition(
         self,
@@ -370,6 +386,25 @@ class SimCluster:
         self.events.append(event)
         self.changes += 1
 
+    # -- ResourceClaims (ClaimWriter) -------------------------------------------------------
+    def get_resource_claim(self, *, namespace: str, name: str) -> Obj | None:
+        obj = self.objects.get("ResourceClaim", {}).get(f"{namespace}/{name}")
+        return None if obj is None else copy.deepcopy(obj)
+
+    def update_resource_claim_status(self, claim: Mapping[str, Any]) -> Obj:
+        """Replace a claim's ``status`` if its ``resourceVersion`` is current."""
+        meta = claim["metadata"]
+        key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+        current = self.get("ResourceClaim", key)
+        if meta.get("resourceVersion") != current["metadata"].get("resourceVersion"):
+            raise ConflictError(
+                f"Operation cannot be fulfilled on resourceclaims.resource.k8s.io "
+                f"{meta['name']!r}: the object has been modified; please apply your changes "
+                f"to the latest version and try again")
+        current["status"] = copy.deepcopy(dict(claim.get("status") or {}))
+        self._modified(current)
+        return copy.deepcopy(current)
+
     # -- node access for device node locks -------------------------------------------------
     def get_node(self, name: str) -> Obj:
         return copy.deepcopy(self.get("Node", name))
@@ -409,7 +444,7 @@ class SimCluster:
         """Every object, kinds in a stable order, then the Events. HyperNodes carry the
         ``status.nodeCount`` Volcano's HyperNode controller would write."""
         out: list[Obj] = []
-        for kind in ("Node", "Device", "Pod", "PodGroup", "Queue", "PriorityClass"):
+        for kind in ("Node", "Device", *DRA_KINDS, "Pod", "PodGroup", "Queue", "PriorityClass"):
             out.extend(self.objects.get(kind, {}).values())
             if kind == "Device":
                 out.extend(self._hypernodes_with_status())

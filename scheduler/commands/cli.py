@@ -54,6 +54,7 @@ COMMANDS: dict[str, Command] = {
     "inspect": Command("show cluster state read from annotations",
                        (("scheduler.commands.inspect", "add_inspect_arguments"),
                         ("scheduler.commands.inspect_devices", "add_inspect_devices"),
+                        ("scheduler.commands.inspect_dra", "add_inspect_dra"),
                         ("scheduler.commands.inspect_topology", "add_inspect_topology"))),
     "replay": Command("replay a GPU trace through the scheduler and measure fragmentation",
                       (("scheduler.commands.replay", "add_replay_arguments"),)),

@@ -210,6 +210,13 @@ def render_table(
         from scheduler.commands.inspect_devices import inspect_devices, render_devices_table
 
         lines.append(render_devices_table(inspect_devices(objects)))
+    if by_kind.get("ResourceClaim"):  # Dynamic Resource Allocation: each bound pod's devices
+        from scheduler.commands.inspect_dra import pod_device_rows
+
+        claimed = pod_device_rows(objects)
+        if claimed:
+            lines += table_lines([["POD", "CLAIM", "DEVICES"], *claimed])
+            lines.append("")
     if pending:
         rows = [["PENDING POD", "PODGROUP", "REASON"]]
         for pod in pending:

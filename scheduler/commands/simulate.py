@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from scheduler.cluster.kube.flags import positive_int
+from scheduler.cluster.kube.flags import feature_gates, positive_int
 from scheduler.commands.progress import Ticker
 
 if TYPE_CHECKING:
@@ -120,13 +120,14 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
     from scheduler.cluster.simulation import run_simulation
     from scheduler.commands.report import render_table, write_list
     from scheduler.conf import ConfError
+    from scheduler.deviceconf import with_dra
 
     # Loading makes millions of objects that all stay alive (no reference cycles among
     # them): collecting while they pile up only walks them again and again.
     gc.disable()
     progress.phase = f"loading {len(args.files)} file(s)"
     try:
-        conf = load_conf_warning(args.conf)
+        conf = with_dra(load_conf_warning(args.conf), args.feature_gates)
         manifests, warnings = load_manifests(args.files)
     except (ConfError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -198,6 +199,10 @@ def add_simulate_arguments(sub: Any) -> None:
     sim.add_argument("--max-cycles", type=positive_int, default=100, metavar="N",
                      help="stop after this many cycles even if the cluster has not settled "
                      "(at least 1; default: 100; 1 shows one session's decisions)")
+    sim.add_argument("--feature-gates", type=feature_gates, default="",
+                     metavar="NAME=true|false,...",
+                     help="kube-scheduler's Dynamic Resource Allocation feature gates, as its "
+                     "--feature-gates (added to the conf's predicate.DRAFeatureGates)")
     sim.add_argument("--hypernode-discovery", metavar="FILE",
                      help="derive HyperNodes from the Nodes' labels as Volcano's label "
                      "discovery does; FILE holds the volcano-controller.conf text, or a "

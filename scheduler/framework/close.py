@@ -82,7 +82,7 @@ def task_reason(job: JobInfo, task: TaskInfo, base: str = "") -> tuple[str, str]
         )
     errors = job.nodes_fit_errors.get(task.uid)
     if errors is not None:
-        return "Unschedulable", str(errors)
+        return errors.condition_reason, str(errors)
     if task.last_node:
         return "Schedulable", f"{where} {task.last_node}, once minAvailable is satisfied"
     # Volcano's RecordJobStatusEvent: a pending task with no reason of its own gets the job's

@@ -17,6 +17,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
 from scheduler.api.queue import QueueInfo
 from scheduler.api.types import JobID, QueueID, TaskID
+from scheduler.framework.draview import DraView
 
 if TYPE_CHECKING:
     from scheduler.framework.nodetable import NodeTable
@@ -51,6 +52,8 @@ class Snapshot:
     """Per-queue sums over settled jobs kept from cycle to cycle (None: none kept)."""
     hypernodes: HyperNodeTree = field(default_factory=HyperNodeTree)
     """The network-topology tree (shared with the cache and later snapshots: read only)."""
+    dra: DraView | None = None
+    """The DRA objects this session sees (None: none)."""
     active: list[JobID] | None = None
     """The jobs that are not settled, in ``jobs`` order (None: every job)."""
     closed_jobs: list[JobID] | None = None

@@ -38,17 +38,21 @@ from typing import Any
 from tests.apiserver.crdschema import crd_errors, invalid_message
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "queues", "devices",
-                  "customresourcedefinitions", "hypernodes"}
+                  "customresourcedefinitions", "hypernodes", "deviceclasses", "resourceslices"}
 KINDS = {"nodes": "Node", "pods": "Pod", "priorityclasses": "PriorityClass",
          "podgroups": "PodGroup", "queues": "Queue", "devices": "Device", "leases": "Lease",
-         "events": "Event", "namespaces": "Namespace", "hypernodes": "HyperNode"}
+         "events": "Event", "namespaces": "Namespace", "hypernodes": "HyperNode",
+         "deviceclasses": "DeviceClass", "resourceslices": "ResourceSlice",
+         "resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}
 DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "v1/namespaces",
                        "scheduling.k8s.io/v1/priorityclasses",
                        "scheduling.volcano.sh/v1beta1/podgroups",
                        "scheduling.volcano.sh/v1beta1/queues", "coordination.k8s.io/v1/leases")
 DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
 HYPERNODES = "topology.volcano.sh/v1alpha1/hypernodes"
-STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES)
+DRA_COLLECTIONS = tuple(f"resource.k8s.io/v1/{plural}" for plural in (
+    "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))
+STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES, *DRA_COLLECTIONS)
 
 
 def is_namespaced(plural: str) -> bool:

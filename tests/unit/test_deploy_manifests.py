@@ -68,6 +68,14 @@ CLUSTER_NEEDS = {
     ("", "configmaps", "get"),
     ("topology.volcano.sh", "hypernodes", "list"),
     ("topology.volcano.sh", "hypernodes", "watch"),
+    ("resource.k8s.io", "deviceclasses", "list"), ("resource.k8s.io", "deviceclasses", "watch"),
+    ("resource.k8s.io", "resourceslices", "list"),
+    ("resource.k8s.io", "resourceslices", "watch"),
+    ("resource.k8s.io", "resourceclaimtemplates", "list"),
+    ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+    ("resource.k8s.io", "resourceclaims", "get"), ("resource.k8s.io", "resourceclaims", "list"),
+    ("resource.k8s.io", "resourceclaims", "watch"),
+    ("resource.k8s.io", "resourceclaims/status", "update"),
 }
 # leader.py, in the --leader-elect-resource-namespace only.
 LEASE_NEEDS = {
@@ -527,6 +535,8 @@ def _recorded_calls(lease_namespace: str, lease_name: str) -> list[tuple[str, ..
     writer.update_queue_status(name="default", status={"allocated": {"cpu": "1"}})
     writer.ensure_queue("default")
     writer.replace_node(writer.get_node("n1"))
+    claim = writer.get_resource_claim(namespace="ns", name="c")
+    writer.update_resource_claim_status(claim or {"metadata": {"namespace": "ns", "name": "c"}})
     ref = ObjectRef(kind="Pod", name="p", namespace="ns", uid="u")
     for _ in range(2):  # the second identical event bumps the first one's count
         writer.record_event(involved=ref, type="Warning", reason="FailedScheduling",

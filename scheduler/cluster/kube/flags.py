@@ -35,6 +35,17 @@ def parse_duration(text: str) -> float:
     return sign * total
 
 
+def feature_gates(text: str) -> str:
+    """``--feature-gates``: checked as kube-scheduler checks it (known names, true/false)."""
+    from scheduler.framework.draapi import parse_feature_gates
+
+    try:
+        parse_feature_gates(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _non_negative_duration(text: str) -> float:
     value = parse_duration(text)
     if value < 0:
@@ -103,6 +114,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--scheduler-name", action="append", default=None, metavar="NAME",
                        help="schedule pods with this spec.schedulerName (repeatable; "
                             "default volcano)")
+    sched.add_argument("--feature-gates", type=feature_gates, default="",
+                       metavar="NAME=true|false,...",
+                       help="kube-scheduler's Dynamic Resource Allocation feature gates "
+                            "(DRAConsumableCapacity, DRAPrioritizedList, ...), as its "
+                            "--feature-gates; added to the conf's predicate.DRAFeatureGates")
     sched.add_argument("--default-queue", default="default", metavar="QUEUE",
                        help="queue for PodGroups that name none (default default)")
     sched.add_argument("--node-selector", action="append", type=_selector, default=None,

@@ -16,8 +16,9 @@ A :class:`Reflector` keeps one collection (nodes, pods, …) in step with the AP
 Objects are delivered as the decoded JSON dicts, never through the ``kubernetes`` client's
 models, and without ``metadata.managedFields``.
 
-Collections of optional CRDs (Koordinator ``Device``, Volcano ``HyperNode``) answer 404 when the
-CRD is absent; that is logged once, counts as synced, and is looked at again after a while.
+Collections of optional CRDs (Koordinator ``Device``, Volcano ``HyperNode``) and of the DRA group
+(``resource.k8s.io/v1``, served from Kubernetes 1.34 on) answer 404 when absent; that is logged
+once, counts as synced, and is looked at again after a while.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from scheduler.cluster.kube.transport import Response
 
 __all__ = [
     "DEVICES",
+    "DRA_RESOURCES",
     "HYPERNODES",
     "NAMESPACES",
     "NODES",
@@ -89,8 +91,17 @@ DEVICES = ResourceSpec("Device", "/apis/scheduling.koordinator.sh/v1alpha1", "de
                        optional=True)
 HYPERNODES = ResourceSpec("HyperNode", "/apis/topology.volcano.sh/v1alpha1", "hypernodes",
                           optional=True)
+_DRA = "/apis/resource.k8s.io/v1"
+DRA_RESOURCES: tuple[ResourceSpec, ...] = (
+    ResourceSpec("DeviceClass", _DRA, "deviceclasses", optional=True),
+    ResourceSpec("ResourceSlice", _DRA, "resourceslices", optional=True),
+    ResourceSpec("ResourceClaim", _DRA, "resourceclaims", optional=True),
+    ResourceSpec("ResourceClaimTemplate", _DRA, "resourceclaimtemplates", optional=True),
+)
+"""Dynamic Resource Allocation (Kubernetes 1.34+); a server without the group answers 404."""
 RESOURCES: tuple[ResourceSpec, ...] = (
-    NODES, PODS, PRIORITY_CLASSES, PODGROUPS, QUEUES, NAMESPACES, DEVICES, HYPERNODES)
+    NODES, PODS, PRIORITY_CLASSES, PODGROUPS, QUEUES, NAMESPACES, DEVICES, HYPERNODES,
+    *DRA_RESOURCES)
 
 
 class WatchError(Exception):

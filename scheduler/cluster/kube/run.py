@@ -91,17 +91,19 @@ class Health:
 def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
     """Run the scheduler against a cluster until stopped; returns the process exit code."""
     from scheduler.conf import ConfError, load_conf
+    from scheduler.deviceconf import with_dra
 
     normalize(args)
     configure_logging(verbosity=args.verbosity, fmt=args.log_format)
     stop = stop or threading.Event()
     dump_requested = threading.Event()
     _install_signals(stop, dump_requested if args.cache_dumper else None)
+    gates = getattr(args, "feature_gates", "")
     try:
-        conf = load_conf(args.scheduler_conf or None)
+        conf = with_dra(load_conf(args.scheduler_conf or None), gates)
     except ConfError as error:
         log.error("cannot load the scheduler conf; using the built-in default", error=str(error))
-        conf = load_conf(None)
+        conf = with_dra(load_conf(None), gates)
     health = Health(leader_elect=args.leader_elect,
                     wedged_after=max(300.0, 10 * args.schedule_period))
     servers = _start_servers(args, health)
@@ -406,7 +408,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     """
     from scheduler.cache.cache import SchedulerCache
     from scheduler.conf import load_conf
-    from scheduler.deviceconf import device_support
+    from scheduler.deviceconf import device_support, with_dra
     from scheduler.framework.session import NodeSampling
     from scheduler.loop import Scheduler
 
@@ -470,7 +472,10 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                                                 args.minimum_feasible_nodes,
                                                 args.minimum_percentage_nodes_to_find),
                           on_cycle=lambda stats: record_cycle(stats, cache))
-    watcher = (ConfWatcher(args.scheduler_conf, load=load_conf, apply=scheduler.set_conf)
+    watcher = (ConfWatcher(args.scheduler_conf,
+                           load=lambda path: with_dra(load_conf(path),
+                                                      getattr(args, "feature_gates", "")),
+                           apply=scheduler.set_conf)
                if args.scheduler_conf else None)
     log.info("scheduling", names=args.scheduler_name, period=args.schedule_period,
              period_from=args.schedule_period_from, on_arrival=args.schedule_on_arrival)

@@ -48,6 +48,7 @@ _log = logging.getLogger(__name__)
 
 CORE = "/api/v1"
 VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
+DRA = "/apis/resource.k8s.io/v1"
 EVENT_MESSAGE_LIMIT = 1024
 EVENT_REPEAT_WINDOW = 600.0
 """Seconds within which an identical event bumps the previous one's count."""
@@ -233,6 +234,28 @@ class KubeClusterWriter:
                 return False
             raise
         return True
+
+    # -- ResourceClaims (DRA) --------------------------------------------------------------------
+
+    def get_resource_claim(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        path = object_path(DRA, "resourceclaims", namespace=namespace, name=name)
+        try:
+            return self._call(f"get resourceclaim {namespace}/{name}",
+                              lambda: self.client.request_json("GET", path))
+        except WriteError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the claim's ``status`` subresource; its ``resourceVersion`` guards the write
+        (409 when the claim changed since it was read)."""
+        meta = claim.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        path = object_path(DRA, "resourceclaims", namespace=namespace, name=name,
+                           subresource="status")
+        return self._call(f"update status of resourceclaim {namespace}/{name}",
+                          lambda: self.client.request_json("PUT", path, body=dict(claim)))
 
     # -- nodes (node locks) ---------------------------------------------------------------------
 
