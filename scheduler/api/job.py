@@ -127,10 +127,23 @@ class JobInfo:
             self.allocated.sub(existing.resreq)
         if not integral(existing.resreq):
             self.inexact_requests -= 1
+            if not self.inexact_requests:
+                self._resum()
         if existing.best_effort:
             self.best_effort_tasks -= 1
         if existing.sched_gated:
             self.gated_tasks -= 1
+
+    def _resum(self) -> None:
+        """Sum the running totals afresh once the last non-integral request has left: its
+        float additions and subtractions can leave a residue (999.9999… for 1000) that the
+        totals would otherwise carry while ``allocated_exact`` vouches for them."""
+        self.allocated = Resource()
+        self.total_request = Resource()
+        for task in self.tasks.values():
+            self.total_request.add(task.resreq)
+            if task.status._value_ & _ALLOCATED:
+                self.allocated.add(task.resreq)
 
     def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` (the job's own object) to ``status``, keeping counters in step."""
