@@ -114,3 +114,21 @@ def test_selector_compiled_once() -> None:
     assert cel.compile_count() == before + 1
     broken = cel.compile_selector("device.driver ==")
     assert broken.error
+
+
+@pytest.mark.parametrize(("attribute", "message"), [
+    ({}, "exactly one of int, bool, string, version (or their lists) is required"),
+    ({"strings": []}, "must not be empty"),
+    ({"versions": None}, "must not be empty"),
+], ids=["with-distinct-constraints-unknown-type-attribute",
+        "list-attributes-match-constaint-with-empty-or-unknown-type",
+        "list-attributes-distinct-constaint-with-empty-or-unknown-type"])
+def test_attribute_without_value_is_rejected(attribute: dict[str, Any], message: str) -> None:
+    """allocator_testing.go: an attribute without a value (kube-scheduler: "unsupported
+    attribute value" when a constraint reads it) is rejected by the parser, naming the field."""
+    raw = one_device("s", "node-1", "p", "d")
+    raw["spec"]["devices"][0]["attributes"] = {"a": attribute}
+    with pytest.raises(DRAObjectError) as info:
+        resource_slice_from_dict(raw)
+    assert "field spec.devices[0].attributes[a]" in str(info.value)
+    assert message in str(info.value)
