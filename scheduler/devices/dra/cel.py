@@ -27,7 +27,14 @@ from celpy import celtypes
 from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.devices.dra.model import Device, DeviceAttribute
 
-__all__ = ["CELError", "CompiledSelector", "compile_count", "compile_selector", "device_activation"]
+__all__ = [
+    "CELError",
+    "CompiledSelector",
+    "compile_count",
+    "compile_selector",
+    "device_activation",
+    "device_matches",
+]
 
 
 class CELError(Exception):
@@ -277,3 +284,47 @@ def device_activation(device: Device, driver: str, *, list_types: bool = False) 
             }
         )
     }
+
+
+_LIMIT = 100_000
+_SIGNATURES: dict[int, tuple[Device, tuple[object, ...]]] = {}
+_RESULTS: dict[tuple[str, tuple[object, ...]], bool | str] = {}
+
+
+def _signature(device: Device, driver: str, list_types: bool) -> tuple[object, ...]:
+    """What a selector can see of a device: devices with the same signature match alike."""
+    hit = _SIGNATURES.get(id(device))
+    if hit is not None and hit[0] is device and hit[1][0] == driver and hit[1][1] == list_types:
+        return hit[1]
+    signature = (
+        driver,
+        list_types,
+        device.allow_multiple_allocations,
+        tuple(sorted((k, a.kind, a.values, a.is_list) for k, a in device.attributes.items())),
+        tuple(sorted((k, c.value) for k, c in device.capacity.items())),
+    )
+    if len(_SIGNATURES) > _LIMIT:
+        _SIGNATURES.clear()
+    _SIGNATURES[id(device)] = (device, signature)
+    return signature
+
+
+def device_matches(
+    compiled: CompiledSelector, device: Device, driver: str, *, list_types: bool
+) -> bool:
+    """``compiled`` on a device, evaluated once per distinct device content (driver,
+    attributes, capacity, allowMultipleAllocations): identical devices share the result, a
+    runtime error included. Raises :class:`CELError`."""
+    key = (compiled.expression, _signature(device, driver, list_types))
+    known = _RESULTS.get(key)
+    if known is None:
+        try:
+            known = compiled.matches(device_activation(device, driver, list_types=list_types))
+        except CELError as exc:
+            known = str(exc)
+        if len(_RESULTS) > _LIMIT:
+            _RESULTS.clear()
+        _RESULTS[key] = known
+    if isinstance(known, str):
+        raise CELError(known)
+    return known

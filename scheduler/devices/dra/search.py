@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from scheduler.devices.dra.capacity import Constraint, consumed_capacity, fits
-from scheduler.devices.dra.cel import CELError, compile_selector, device_activation
+from scheduler.devices.dra.cel import CELError, compile_selector, device_matches
 from scheduler.devices.dra.model import (
     AllocatedConfig,
     AllocationResult,
@@ -105,7 +104,6 @@ class Search:
         self.request_data: dict[tuple[int, int, int], RequestData] = {}
         self.constraints: list[list[Constraint]] = []
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
-        self.activations: dict[DeviceID, dict[str, Any]] = {}
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
         self.available_counters: dict[str, dict[str, dict[str, Decimal]]] = {}
@@ -248,14 +246,13 @@ class Search:
             compiled = compile_selector(expression)
             if compiled.error:
                 raise self.error(f"{owner}: selector #{i}: CEL compile error: {compiled.error}")
-            activation = self.activations.get(cand.id)
-            if activation is None:
-                activation = device_activation(
-                    cand.device, cand.id.driver, list_types=self.features.list_type_attributes
-                )
-                self.activations[cand.id] = activation
             try:
-                if not compiled.matches(activation):
+                if not device_matches(
+                    compiled,
+                    cand.device,
+                    cand.id.driver,
+                    list_types=self.features.list_type_attributes,
+                ):
                     return False
             except CELError as exc:
                 raise self.error(

@@ -190,6 +190,8 @@ class Case:
     expect: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
     reason: str = ""
+    nothing: bool = False
+    """No claims: ``allocate`` returns an empty list."""
 
 
 def _canon(obj: Any) -> Any:
@@ -222,6 +224,9 @@ def run_case(case: Case) -> None:
         with pytest.raises(AllocatorError) as info:
             allocate(**kwargs)  # type: ignore[arg-type]
         assert case.error in str(info.value)
+        return
+    if case.nothing:
+        assert allocate(**kwargs) == []  # type: ignore[arg-type]
         return
     if not case.expect:
         with pytest.raises(Unschedulable) as unsched:

@@ -65,6 +65,8 @@ _PL_ALL_FIRST = claim(CLAIM0, first(REQ0, sub(SUB0, CLASS_A, allocationMode="All
 _PL_RESULT = result(local(NODE1), res(f"{REQ0}/{SUB1}", DRIVER_B, POOL2, DEV1))
 
 CASES = [
+    Case("empty", nothing=True),
+    Case("no-claims-to-allocate", [], [A], [ONE], nothing=True),
     Case("simple", [C0], [A], [ONE], expect=[result(local(NODE1), R0)]),
     Case("other-node", [C0], [A], [one_device(SLICE1, NODE1, POOL1, DRIVER_B),
                                    one_device(SLICE2, NODE2, POOL2, DRIVER_A)], node=NODE2,

@@ -12,6 +12,7 @@ from tests.devices.dra.builders import (
     CLASS_A,
     DEV1,
     DEV2,
+    DEV3,
     DRIVER_A,
     NODE1,
     POOL1,
@@ -64,9 +65,10 @@ def ask_all(name: str, amount: str) -> dict[str, Any]:
 
 
 def shared(name: str, capacity: str | None = None, *, ranged: str = "",
-           valid: tuple[str, ...] = (), multi: bool = True, **extra: Any) -> dict[str, Any]:
+           valid: tuple[str, ...] = (), value: str = "", multi: bool = True,
+           **extra: Any) -> dict[str, Any]:
     """A device with capacity-0: plain, with the range policy (default/min/step 2, max 4), or
-    with valid values (the first is the default)."""
+    with valid values (the first is the default; the capacity ``value`` or the last)."""
     out = dev(name, **extra)
     if multi:
         out["allowMultipleAllocations"] = True
@@ -76,7 +78,7 @@ def shared(name: str, capacity: str | None = None, *, ranged: str = "",
         out["capacity"] = {CAP0: {"value": ranged, "requestPolicy": {
             "default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}}}
     elif valid:
-        out["capacity"] = {CAP0: {"value": valid[-1], "requestPolicy": {
+        out["capacity"] = {CAP0: {"value": value or valid[-1], "requestPolicy": {
             "default": valid[0], "validValues": list(valid)}}}
     return out
 
@@ -260,4 +262,28 @@ CASES = [
     Case("consumable-capacity-dedicated-device-with-multiple-consumable-capacity-request",
          [claim(CLAIM0, ask(REQ0, "1")), claim(CLAIM1, ask(REQ0, "1"))], [SINGLE],
          one(shared(DEV1, ranged="2", multi=False)), features=CC),
+    Case("consumable-capacity-multi-allocatable-device-with-zero-request-policy",
+         [claim(CLAIM0, ask(REQ0)), claim(CLAIM1, ask(REQ0))], [MULTI],
+         one(shared(DEV1, valid=("0",), value="1")), features=CC,
+         expect=[result(local(NODE1), share(REQ0, DEV1, "0"))] * 2),
+    Case("consumable-capacity-multi-allocatable-device-violates-zero-request-policy",
+         [claim(CLAIM0, ask(REQ0, "1"))], [MULTI], one(shared(DEV1, valid=("0",), value="1")),
+         features=CC),
+    Case("consumable-capacity-multi-allocatable-device-with-range-policy-with-capacity-request",
+         [claim(CLAIM0, ask(REQ0, "1")), claim(CLAIM1, ask(REQ0, "1"))], [MULTI],
+         one(shared(DEV1, ranged="4")), features=CC,
+         expect=[result(local(NODE1), share(REQ0, DEV1, "2"))] * 2),
+    Case("consumable-capacity-multi-allocatable-device-with-range-policy-step",
+         [claim(CLAIM0, ask(REQ0, "3"))], [MULTI], one(shared(DEV1, ranged="4")), features=CC,
+         expect=[result(local(NODE1), share(REQ0, DEV1, "4"))]),
+    Case("consumable-capacity-multi-allocatable-device-with-valid-values-policy",
+         [claim(CLAIM0, ask(REQ0, "2"))], [MULTI], one(shared(DEV1, valid=("1", "2"), value="4")),
+         features=CC, expect=[result(local(NODE1), share(REQ0, DEV1, "2"))]),
+    Case("partitionable-devices-with-binding-conditions-some-devices-no-conditions",
+         [claim(CLAIM0, req(REQ0, CLASS_A, 3))], [A],
+         [sl(SLICE1, NODE1, POOL1, DRIVER_A, _bound(DEV1, "2Gi", PREPARE), _bound(DEV2, "2Gi", None),
+             _bound(DEV3, "4Gi", ("IsReady", "BindingTimeout")), count=2),
+          _counter_slice(SLICE2, 2)], features=BINDING_PD,
+         expect=[result(local(NODE1), _bound_res(DEV1, PREPARE), _bound_res(DEV2, None),
+                        _bound_res(DEV3, ("IsReady", "BindingTimeout")))]),
 ]

@@ -19,6 +19,7 @@ from tests.devices.dra import (
     cases_partitionable,
     cases_pools,
     cases_prioritized,
+    cases_shared_counters,
     cases_taints,
 )
 from tests.devices.dra.builders import Case, run_case
@@ -27,7 +28,7 @@ CASES: list[Case] = [*cases_basic.CASES, *cases_constraints.CASES,
                      *cases_prioritized.CASES, *cases_partitionable.CASES,
                      *cases_taints.CASES, *cases_capacity.CASES,
                      *cases_lists.CASES, *cases_pools.CASES,
-                     *cases_order.CASES]
+                     *cases_order.CASES, *cases_shared_counters.CASES]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

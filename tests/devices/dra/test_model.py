@@ -114,3 +114,48 @@ def test_selector_compiled_once() -> None:
     assert cel.compile_count() == before + 1
     broken = cel.compile_selector("device.driver ==")
     assert broken.error
+
+
+@pytest.mark.parametrize(("attribute", "message"), [
+    ({}, "exactly one of int, bool, string, version (or their lists) is required"),
+    ({"strings": []}, "must not be empty"),
+    ({"versions": None}, "must not be empty"),
+], ids=["with-distinct-constraints-unknown-type-attribute",
+        "list-attributes-match-constaint-with-empty-or-unknown-type",
+        "list-attributes-distinct-constaint-with-empty-or-unknown-type"])
+def test_attribute_without_value_is_rejected(attribute: dict[str, Any], message: str) -> None:
+    """allocator_testing.go: an attribute without a value (kube-scheduler: "unsupported
+    attribute value" when a constraint reads it) is rejected by the parser, naming the field."""
+    raw = one_device("s", "node-1", "p", "d")
+    raw["spec"]["devices"][0]["attributes"] = {"a": attribute}
+    with pytest.raises(DRAObjectError) as info:
+        resource_slice_from_dict(raw)
+    assert "field spec.devices[0].attributes[a]" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_identical_devices_evaluated_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A selector runs once per distinct device content; a runtime error is kept as well."""
+    calls: list[str] = []
+    original = cel.CompiledSelector.matches
+
+    def counting(self: cel.CompiledSelector, activation: Any) -> bool:
+        calls.append(self.expression)
+        return original(self, activation)
+
+    monkeypatch.setattr(cel.CompiledSelector, "matches", counting)
+    raw = one_device("s", "node-1", "p", "once.example.com")
+    raw["spec"]["devices"] = [{"name": f"g{i}", "attributes": {"model": {"string": "x"}}}
+                              for i in range(3)]
+    devices = resource_slice_from_dict(raw).devices
+    good = cel.compile_selector('device.attributes["once.example.com"].model == "x"')
+    bad = cel.compile_selector('device.attributes["once.example.com"].missing == "x"')
+    assert all(cel.device_matches(good, d, "once.example.com", list_types=False) for d in devices)
+    for d in devices:
+        with pytest.raises(cel.CELError, match="missing"):
+            cel.device_matches(bad, d, "once.example.com", list_types=False)
+    assert calls == [good.expression, bad.expression]
+    other = resource_slice_from_dict({**raw, "spec": {**raw["spec"], "devices": [
+        {"name": "g9", "attributes": {"model": {"string": "y"}}}]}}).devices[0]
+    assert not cel.device_matches(good, other, "once.example.com", list_types=False)
+    assert len(calls) == 3
