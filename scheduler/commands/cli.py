@@ -80,7 +80,17 @@ def _require(command: Command) -> None:
 def _run(args: argparse.Namespace) -> int:
     from scheduler.cluster.kube.run import run_main
 
-    return run_main(args)
+    if not args.web_address:
+        return run_main(args)
+    from scheduler.web.publish import Publisher
+    from scheduler.web.server import WebServer
+
+    args.on_close = Publisher()
+    server = WebServer(args.web_address, args.on_close).start()
+    try:
+        return run_main(args)
+    finally:
+        server.stop()
 
 
 def add_run_command(sub: argparse._SubParsersAction) -> None:

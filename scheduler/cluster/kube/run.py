@@ -469,7 +469,9 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                           sampling=NodeSampling(args.percentage_nodes_to_find,
                                                 args.minimum_feasible_nodes,
                                                 args.minimum_percentage_nodes_to_find),
-                          on_cycle=lambda stats: record_cycle(stats, cache))
+                          on_cycle=lambda stats: record_cycle(stats, cache),
+                          # the web view's publisher, set by ``lahar run --web-address``
+                          on_close=getattr(args, "on_close", None))
     watcher = (ConfWatcher(args.scheduler_conf, load=load_conf, apply=scheduler.set_conf)
                if args.scheduler_conf else None)
     log.info("scheduling", names=args.scheduler_name, period=args.schedule_period,
