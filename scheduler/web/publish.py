@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler import metrics
 from scheduler.web.view import View, build_view
 
 __all__ = ["HISTORY_SECONDS", "Point", "Publisher"]
@@ -77,6 +78,7 @@ class Publisher:
                 _log.exception("building the web view failed")
                 return
             self.last_build_seconds = time.perf_counter() - started
+            metrics.VIEW_BUILD.set(self.last_build_seconds)
             view = View(cycle=self.cycles, built_at=now, build_seconds=self.last_build_seconds,
                         data=data)
         point = Point(at=now, cycle_seconds=float(stats.seconds),
