@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler import metrics
-from scheduler.web.view import View, build_view
+from scheduler.web.view import Memo, View, build_view
 
 __all__ = ["HISTORY_SECONDS", "Point", "Publisher"]
 
@@ -51,6 +51,7 @@ class Publisher:
         self._view: View | None = None
         self._history: deque[Point] = deque()
         self._lock = threading.Lock()
+        self._memo = Memo()
 
     def ask(self) -> View | None:
         """A reader's request: note the interest, hand out the latest view (None before the
@@ -73,7 +74,7 @@ class Publisher:
         if self.always or now - self._asked <= self.interest_seconds:
             started = time.perf_counter()
             try:
-                data = build_view(session, now=now)
+                data = build_view(session, now=now, memo=self._memo)
             except Exception:  # the web view never stops the scheduler
                 _log.exception("building the web view failed")
                 return

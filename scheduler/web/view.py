@@ -16,7 +16,7 @@ built, so it is handed to any number of readers without a lock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cmp_to_key
 from typing import Any
 
@@ -27,7 +27,7 @@ from scheduler.api.types import TaskStatus
 from scheduler.framework.close import task_reason
 from scheduler.framework.session import Session
 
-__all__ = ["View", "build_view", "resource_dict"]
+__all__ = ["Memo", "View", "build_view", "resource_dict"]
 
 _ALLOCATED = TaskStatus.ALLOCATED | TaskStatus.BINDING | TaskStatus.BOUND | TaskStatus.RUNNING
 _PENDING = TaskStatus.PENDING | TaskStatus.PIPELINED
@@ -53,16 +53,65 @@ def resource_dict(resource: Resource | None) -> dict[str, float]:
     return values
 
 
-def build_view(session: Session, *, now: float) -> dict[str, Any]:
-    """The picture of ``session`` after close (see the module docstring)."""
+@dataclass(slots=True)
+class Memo:
+    """The previous build's entries of settled jobs and of nodes, by what they were built
+    from: an entry whose fingerprint has not moved is taken again instead of rebuilt, so a
+    steady cluster costs a pass of cheap comparisons (see ``hack/bench_web_view.py``)."""
+
+    jobs: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
+    nodes: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
+    device_names: dict[str, bool] = field(default_factory=dict)
+
+
+def _job_print(job: JobInfo) -> tuple[Any, ...]:
+    return (job.podgroup.phase, job.podgroup.min_member, job.priority, str(job.queue),
+            len(job.tasks), len(job.podgroup.conditions),
+            tuple(sorted((s.value, len(t)) for s, t in job.task_status_index.items())))
+
+
+def _node_print(node: NodeInfo) -> tuple[Any, ...]:
+    used = node.used
+    return (node.ready, node.unschedulable, used.milli_cpu, used.memory,
+            tuple(used.scalars.items()), tuple(node.tasks), node.allocatable.milli_cpu)
+
+
+def build_view(session: Session, *, now: float, memo: Memo | None = None) -> dict[str, Any]:
+    """The picture of ``session`` after close (see the module docstring); ``memo`` carries
+    settled entries from one build to the next."""
+    memo = memo if memo is not None else Memo()
     queue_attrs = _queue_attrs(session)
     order = _queue_positions(session)
-    jobs = [_job(session, job, now=now, position=order.get(job.uid)) for job in
-            sorted(session.jobs.values(), key=lambda j: (j.namespace, j.name))]
-    nodes = [_node(node) for node in sorted(session.nodes.values(), key=lambda n: n.name)]
+    jobs = []
+    kept_jobs: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+    for job in sorted(session.jobs.values(), key=lambda j: (j.namespace, j.name)):
+        uid = str(job.uid)
+        if job.task_status_index.get(TaskStatus.PENDING) or \
+                job.task_status_index.get(TaskStatus.PIPELINED):
+            jobs.append(_job(session, job, now=now, position=order.get(job.uid)))
+            continue
+        mark = _job_print(job)
+        old = memo.jobs.get(uid)
+        if old is not None and old[0] == mark:
+            created = job.podgroup.creation
+            entry = dict(old[1], age_seconds=max(now - created, 0.0) if created else 0.0)
+        else:
+            entry = _job(session, job, now=now, position=None)
+        kept_jobs[uid] = (mark, entry)
+        jobs.append(entry)
+    memo.jobs = kept_jobs
+    nodes = []
+    kept_nodes: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+    for node in sorted(session.nodes.values(), key=lambda n: n.name):
+        mark = _node_print(node)
+        old = memo.nodes.get(node.name)
+        entry = old[1] if old is not None and old[0] == mark else _node(node)
+        kept_nodes[node.name] = (mark, entry)
+        nodes.append(entry)
+    memo.nodes = kept_nodes
     queues = _queues(session, jobs, queue_attrs)
     return {
-        "overview": _overview(jobs, nodes),
+        "overview": _overview(jobs, nodes, memo.device_names),
         "queues": queues,
         "jobs": jobs,
         "nodes": nodes,
@@ -242,7 +291,8 @@ def _queues(session: Session, jobs: list[dict[str, Any]],
     return out
 
 
-def _overview(jobs: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> dict[str, Any]:
+def _overview(jobs: list[dict[str, Any]], nodes: list[dict[str, Any]],
+              device_names: dict[str, bool]) -> dict[str, Any]:
     bound = sum(job["ready"] for job in jobs)
     pending = sum(job["pending"] for job in jobs)
     cards = [c for n in nodes for c in n["cards"] if c.get("memory")]
@@ -251,7 +301,10 @@ def _overview(jobs: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> dict[s
     devices: dict[str, tuple[float, float]] = {}
     for node in nodes:
         for name, value in node["allocatable"].items():
-            if any(word in name.lower() for word in _GPU_WORDS):
+            device = device_names.get(name)
+            if device is None:
+                device = device_names[name] = any(w in name.lower() for w in _GPU_WORDS)
+            if device:
                 total, used = devices.get(name, (0.0, 0.0))
                 devices[name] = (total + value, used + node["used"].get(name, 0.0))
     return {
