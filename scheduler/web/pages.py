@@ -315,7 +315,9 @@ def document(*, title: str, sections: Sequence[tuple[str, str]], active: str = "
     mode = 'data-mode="file"' if file else f'data-mode="live" data-refresh="{REFRESH_MS}"'
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width,initial-scale=1'>"
-            f"<title>{_e(title)}</title><style>{STYLE}</style></head>"
+            # no favicon request: the page asks for nothing outside itself
+            f"<title>{_e(title)}</title><link rel=icon href='data:,'><style>{STYLE}</style>"
+            "</head>"
             f"<body {mode}><header><b>Lahar</b><nav>{links}</nav></header>"
             f"<main>{main}</main><footer>{footer}</footer><script>{SCRIPT}</script>"
             "</body></html>")

@@ -46,3 +46,16 @@ def test_run_serves_the_view_and_follows_the_cluster(apiserver: ApiServerDouble)
                    timeout=10.0, message="a new pod shows")
         with urllib.request.urlopen(f"{server.url}/jobs/team/pg1", timeout=5) as reply:
             assert "p2" in reply.read().decode()
+
+
+def test_lahar_gauges_after_a_run(apiserver: ApiServerDouble) -> None:
+    """Lahar's own gauges are set every cycle (a hook that failed would leave them unset)."""
+    from scheduler import metrics
+
+    seed(apiserver)
+    metrics.CACHE_SYNC_AGE.set(-1.0)
+    with running_with_web(apiserver):
+        wait_until(lambda: (metrics.REGISTRY.get_sample_value("lahar_cache_sync_age_seconds")
+                            or -1.0) >= 0.0, timeout=10.0, message="cache sync age")
+        assert metrics.REGISTRY.get_sample_value("lahar_bind_queue_depth") is not None
+        assert metrics.REGISTRY.get_sample_value("lahar_status_writer_backlog") is not None

@@ -190,7 +190,8 @@ def test_simulate_html_is_one_self_contained_file(tmp_path: Path) -> None:
                     str(SAMPLES / "quickstart.yaml"), "--html", str(out)],
                    check=True, capture_output=True, cwd=ROOT, timeout=120)
     text = out.read_text()
-    assert "http://" not in text and "https://" not in text and "<link" not in text
+    assert "http://" not in text and "https://" not in text
+    assert re.findall(r"<link[^>]*>", text) == ["<link rel=icon href='data:,'>"]
     for page in ("overview", "queues", "jobs", "nodes", "topology"):
         assert f'id="{page}"' in text
     embedded = re.search(r'id="lahar-view">(.*?)</script>', text, re.S)

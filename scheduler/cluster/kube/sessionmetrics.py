@@ -119,9 +119,9 @@ class LaharGauges:
 
     def __call__(self, session: Any, stats: Any) -> None:
         binds = getattr(self.cache, "binds", None)
-        metrics.BIND_QUEUE.set(binds.backlog() if binds is not None else 0)
+        metrics.BIND_QUEUE.set(binds.backlog if binds is not None else 0)
         writer = getattr(self.cache, "background", None)
-        metrics.STATUS_BACKLOG.set(writer.backlog() if writer is not None else 0)
+        metrics.STATUS_BACKLOG.set(writer.backlog if writer is not None else 0)
         metrics.PODGROUP_PENDING.set(self.groups.pending if self.groups is not None else 0)
         metrics.CACHE_SYNC_AGE.set(time.monotonic() - self.last_event)
 
