@@ -62,6 +62,8 @@ COMMANDS: dict[str, Command] = {
     "node-agent": Command("serve this node's devices to kubelet and report them",
                           (("scheduler.commands.nodeagent", "add_node_agent_arguments"),),
                           needs=("scheduler.devices.node.agent", "kubernetes")),
+    "top": Command("show a running scheduler's overview and queues in the terminal",
+                   (("scheduler.commands.top", "add_top_arguments"),)),
     "run": Command("schedule pods on a Kubernetes cluster",
                    (("scheduler.commands.cli", "add_run_command"),),
                    needs=("scheduler.cluster.kube.run", "kubernetes")),

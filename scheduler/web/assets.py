@@ -41,7 +41,7 @@ overflow:hidden;display:inline-block;vertical-align:middle}
 .bar i{position:absolute;left:0;top:0;bottom:0;background:var(--accent);border-radius:7px}
 .bar i.warn{background:var(--warn)}.bar i.bad{background:var(--bad)}
 .bar b{position:absolute;top:0;bottom:0;width:2px;background:#1f2933}
-.meter{white-space:nowrap}td:first-child{white-space:nowrap}
+.meter{white-space:nowrap}td:first-child{overflow-wrap:anywhere;min-width:90px}
 .lbl{font-size:12px;color:var(--muted);margin-left:6px;white-space:nowrap}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600}
 .Running,.Bound,.Open,.ok{background:#dff5ea;color:#1d7a54}
@@ -49,7 +49,8 @@ overflow:hidden;display:inline-block;vertical-align:middle}
 .Inqueue,.Allocated,.Binding{background:var(--soft);color:#234a9c}
 .Completed,.Succeeded{background:#eceff3;color:#52606d}
 .Failed,.Unknown,.bad,.Closed{background:#fde2e2;color:#a61b1b}
-.muted{color:var(--muted)}.reason{color:#8a5a00;font-size:13px}
+.muted{color:var(--muted)}
+.reason{color:#8a5a00;font-size:13px;display:inline-block;min-width:220px;max-width:520px}
 .tree{padding-left:calc(var(--d)*18px)}
 a{color:var(--accent)}
 svg.chart{background:var(--card);border:1px solid var(--line);border-radius:8px}
@@ -63,12 +64,14 @@ SCRIPT = """
     var id = (location.hash || '#overview').slice(1);
     var found = false;
     document.querySelectorAll('section.page').forEach(function(s){
-      var on = s.id === id; s.hidden = !on; found = found || on;});
+      var on = s.id === 'page-' + id; s.hidden = !on; found = found || on;});
     if(!found){var first=document.querySelector('section.page'); if(first) first.hidden=false;}
     document.querySelectorAll('nav a').forEach(function(a){
       a.classList.toggle('on', a.getAttribute('href') === '#' + id);});
   }
-  if(file){ window.addEventListener('hashchange', show); show(); return; }
+  if(file){
+    window.addEventListener('hashchange', show); show(); return;
+  }
   var ms = Number(document.body.dataset.refresh || 0);
   if(!ms) return;
   function tick(){

@@ -143,7 +143,7 @@ def overview(data: Mapping[str, Any], stats: Mapping[str, Any]) -> str:
 
 def _resource_bars(q: Mapping[str, Any]) -> str:
     names = [n for n in ("cpu", "memory") if n in q["allocated"] or n in q["deserved"]]
-    names += sorted(set(q["allocated"]) | set(q["deserved"]) | set(q["capability"])
+    names += sorted((set(q["allocated"]) | set(q["deserved"]) | set(q["capability"]))
                     - {"cpu", "memory"})
     out = []
     for name in names:
@@ -308,7 +308,7 @@ def document(*, title: str, sections: Sequence[tuple[str, str]], active: str = "
         f'{" class=on" if key == active else ""}>{_e(label)}</a>'
         for key, label in PAGES.items())
     if file:
-        main = "".join(f'<section class="page" id="{_e(sid)}">{body}</section>'
+        main = "".join(f'<section class="page" id="page-{_e(sid)}">{body}</section>'
                        for sid, body in sections)
     else:
         main = "".join(body for _, body in sections)

@@ -67,20 +67,20 @@ def test_simulate_html_file_in_chromium(vgpu_file: Path, quickstart_file: Path,
             shown = browser.evaluate(
                 "[...document.querySelectorAll('section.page')].filter(s => !s.hidden)"
                 ".map(s => s.id)")
-            assert shown == [page]
+            assert shown == [f"page-{page}"]
             (tmp_path / f"file-{page}.png").write_bytes(browser.screenshot())
         browser.open(f"{vgpu_file.as_uri()}#nodes")
-        text = browser.evaluate("document.querySelector('#nodes').innerText")
+        text = browser.evaluate("document.querySelector('#page-nodes').innerText")
         card = next(c for n in data["nodes"] for c in n["cards"] if c["memory_used"])
         used = f"{card['memory_used'] / 1024:.1f}Gi / {card['memory'] / 1024:.1f}Gi"
         assert used in text
         browser.open(f"{quickstart_file.as_uri()}#jobs")
-        text = browser.evaluate("document.querySelector('#jobs').innerText")
+        text = browser.evaluate("document.querySelector('#page-jobs').innerText")
         quick = _embedded(quickstart_file)
         pending = [j for j in quick["jobs"] if j["pending"]]
         assert pending and all(j["reason"] in text for j in pending)
         browser.open(f"{quickstart_file.as_uri()}#queues")
-        text = browser.evaluate("document.querySelector('#queues').innerText")
+        text = browser.evaluate("document.querySelector('#page-queues').innerText")
         for queue in quick["queues"]:
             cpu = queue["allocated"].get("cpu", 0.0)
             if cpu:

@@ -193,7 +193,7 @@ def test_simulate_html_is_one_self_contained_file(tmp_path: Path) -> None:
     assert "http://" not in text and "https://" not in text
     assert re.findall(r"<link[^>]*>", text) == ["<link rel=icon href='data:,'>"]
     for page in ("overview", "queues", "jobs", "nodes", "topology"):
-        assert f'id="{page}"' in text
+        assert f'id="page-{page}"' in text
     embedded = re.search(r'id="lahar-view">(.*?)</script>', text, re.S)
     assert embedded is not None
     data = json.loads(embedded.group(1))
@@ -203,3 +203,27 @@ def test_simulate_html_is_one_self_contained_file(tmp_path: Path) -> None:
 def test_render_file_needs_a_cycle() -> None:
     with pytest.raises(ValueError, match="no view was published"):
         render_file(Publisher())
+
+
+def test_lahar_top_prints_overview_and_queue_tree(quickstart: tuple[Publisher, Any]) -> None:
+    publisher, _ = quickstart
+    data = publisher.current().data  # type: ignore[union-attr]
+    server = WebServer("127.0.0.1:0", publisher).start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "scheduler", "top", "--server", server.url,
+                               "--once"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    o = data["overview"]
+    assert f"pods bound {o['pods_bound']}   pending {o['pods_pending']}" in done.stdout
+    for queue in data["queues"]:
+        line = next(ln for ln in done.stdout.splitlines() if ln.split()[:1] == [queue["name"]])
+        assert f"{queue['allocated'].get('cpu', 0.0) / 1000:g}/" in line
+
+
+def test_lahar_top_says_when_the_server_is_unreachable() -> None:
+    done = subprocess.run([sys.executable, "-m", "scheduler", "top", "--server",
+                           "http://127.0.0.1:9", "--once"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.returncode == 1 and "cannot read http://127.0.0.1:9/api/" in done.stderr
