@@ -3,7 +3,8 @@
 :class:`Publisher` is the loop's ``on_close`` hook. Every cycle it notes the cycle's time (a
 few floats in a 15-minute ring); it builds a new :class:`~scheduler.web.view.View` only when a
 reader asked for one within :attr:`Publisher.interest_seconds` (or when told to build always,
-as ``simulate --html`` is), so a scheduler nobody watches pays nothing for its web view. The
+as ``simulate --html`` is), at most once per :attr:`Publisher.min_interval`, so a scheduler
+nobody watches pays nothing for its web view and a watched one pays once a second. The
 view is swapped in with one reference assignment: readers on other threads take
 :meth:`Publisher.current` and never see a half-built picture.
 """
@@ -41,10 +42,12 @@ class Publisher:
     """Keeps the latest :class:`View` and the recent cycle history (thread-safe reads)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time, always: bool = False,
-                 interest_seconds: float = 30.0) -> None:
+                 interest_seconds: float = 30.0, min_interval: float = 1.0) -> None:
         self.clock = clock
         self.always = always
         self.interest_seconds = interest_seconds
+        self.min_interval = min_interval
+        """Seconds between two builds at most (every cycle when ``always``)."""
         self.cycles = 0
         self.last_build_seconds = 0.0
         self._asked = float("-inf")
@@ -71,7 +74,8 @@ class Publisher:
         now = self.clock()
         self.cycles += 1
         view = None
-        if self.always or now - self._asked <= self.interest_seconds:
+        due = self._view is None or now - self._view.built_at >= self.min_interval
+        if self.always or (due and now - self._asked <= self.interest_seconds):
             started = time.perf_counter()
             try:
                 data = build_view(session, now=now, memo=self._memo)

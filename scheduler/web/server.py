@@ -75,6 +75,9 @@ class WebServer:
     def __init__(self, address: str, publisher: Publisher) -> None:
         self.address = web_address(address)
         self.publisher = publisher
+        self.answers: dict[tuple[int, str, bool], tuple[int, bytes, str]] = {}
+        """Rendered answers of the current picture (cleared when a new one is published)."""
+        self.lock = threading.Lock()
         self._server: _BoundedServer | None = None
 
     @property
@@ -118,23 +121,38 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = unquote(self.path.split("?", 1)[0]).rstrip("/") or "/"
+        owner = self.server_owner
+        publisher = owner.publisher
+        # A picture is immutable: each answer is rendered once per picture (at most one a
+        # second), so many readers cost bytes sent, not renders (they share the loop's CPU).
+        view = publisher.current()
+        key = (view.cycle if view is not None else -1, path,
+               self.headers.get("X-Fragment") == "main")
         try:
-            if path.startswith("/api/"):
-                status, value = api_payload(path[len("/api/"):], self.server_owner.publisher)
-                self._reply(status, json.dumps(value, indent=1).encode(), _JSON)
+            cached = owner.answers.get(key)
+            if cached is None:
+                if path.startswith("/api/"):
+                    status, value = api_payload(path[len("/api/"):], publisher)
+                    cached = (status, json.dumps(value).encode(), _JSON)
+                else:
+                    cached = self._page(path)
+                with owner.lock:
+                    if owner.answers and next(iter(owner.answers))[0] != key[0]:
+                        owner.answers.clear()
+                    owner.answers[key] = cached
             else:
-                self._page(path)
+                publisher.ask()
+            self._reply(*cached)
         except Exception:
             _log.exception("serving %s failed", path)
             self._reply(500, b"internal error\n", "text/plain; charset=utf-8")
 
-    def _page(self, path: str) -> None:
+    def _page(self, path: str) -> tuple[int, bytes, str]:
         publisher = self.server_owner.publisher
         name = "overview" if path == "/" else path.lstrip("/")
         key = name.split("/", 1)[0]
         if key not in PAGES or (key != "jobs" and "/" in name):
-            self._reply(404, b"not found\n", "text/plain; charset=utf-8")
-            return
+            return 404, b"not found\n", "text/plain; charset=utf-8"
         view = publisher.ask()
         status = 200
         if view is None:
@@ -147,13 +165,12 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = page_body(key, view.data, publisher.summary())
         if self.headers.get("X-Fragment") == "main":
-            self._reply(status, body.encode(), _HTML)
-            return
+            return status, body.encode(), _HTML
         footer = (f"cycle {view.cycle} · view built in {view.build_seconds * 1000:.1f} ms"
                   if view is not None else "")
         text = document(title=f"Lahar · {PAGES[key]}", sections=[(key, body)], active=key,
                         footer=footer)
-        self._reply(status, text.encode(), _HTML)
+        return status, text.encode(), _HTML
 
     def _reply(self, code: int, body: bytes, content_type: str) -> None:
         self.send_response(code)
