@@ -227,3 +227,26 @@ def test_lahar_top_says_when_the_server_is_unreachable() -> None:
                            "http://127.0.0.1:9", "--once"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert done.returncode == 1 and "cannot read http://127.0.0.1:9/api/" in done.stderr
+
+
+def test_many_readers_cost_one_render_per_picture(quickstart: tuple[Publisher, Any],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers share the loop's CPU: twenty requests for one picture render the page once."""
+    import scheduler.web.server as server_module
+
+    publisher, _ = quickstart
+    renders: list[str] = []
+    real = server_module.page_body
+
+    def counting(name: str, *args: Any, **kwargs: Any) -> str:
+        renders.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(server_module, "page_body", counting)
+    server = WebServer("127.0.0.1:0", publisher).start()
+    try:
+        for _ in range(20):
+            assert _get(server.url + "/jobs")[0] == 200
+    finally:
+        server.stop()
+    assert renders == ["jobs"]
