@@ -42,6 +42,7 @@ RANKS: dict[str, int] = {
     "scheduler.loop": 6,
     "scheduler.cluster": 7,
     "scheduler.replay": 8,
+    "scheduler.web": 8,  # the web view: beside the commands, fed by a hook of the loop
     "scheduler.commands": 9,
 }
 LOOSE_RANK = 9

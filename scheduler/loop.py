@@ -47,6 +47,7 @@ class Scheduler:
         rng: random.Random | None = None,
         sampling: NodeSampling | None = None,
         on_cycle: Callable[[CycleStats], None] | None = None,
+        on_close: Callable[[Session, CycleStats], None] | None = None,
     ) -> None:
         self.cache = cache
         self.conf = with_device_plugin(conf)
@@ -54,6 +55,8 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.sampling = sampling or NodeSampling()
         self.on_cycle = on_cycle
+        self.on_close = on_close
+        """Told each closed session before it is released (the web view is built there)."""
         self.cursor = 0
         self.actions = {name: ACTIONS[name]() for name in ACTIONS}
 
@@ -97,6 +100,9 @@ class Scheduler:
             self.cache.report_orphans()
             self.cursor = session.cursor
             stats.plugin_seconds = dict(session.plugin_seconds)
+            if self.on_close is not None:
+                stats.seconds = time.perf_counter() - started
+                self.on_close(session, stats)
             session.release()
         stats.seconds = time.perf_counter() - started
         if self.on_cycle is not None:

@@ -85,7 +85,7 @@ UNSCHEDULE_TASKS = _gauge("unschedule_task_count", "Number of tasks that could n
                           ("job_id",))
 UNSCHEDULE_JOBS = _gauge("unschedule_job_count", "Number of jobs that could not be scheduled")
 
-_QUEUE_KINDS = ("allocated", "request", "deserved", "capacity")
+_QUEUE_KINDS = ("allocated", "request", "deserved", "capacity", "real_capacity")
 _QUEUE_RESOURCE_GAUGES = {
     (kind, unit): _gauge(f"queue_{kind}_{unit}", f"{doc} of the queue, by {kind}",
                          ("queue_name",) if unit != "scalar_resources"
@@ -99,6 +99,49 @@ QUEUE_SHARE = _gauge("queue_share", "Share of the queue (dominant resource share
 QUEUE_WEIGHT = _gauge("queue_weight", "Weight of the queue", ("queue_name",))
 QUEUE_OVERUSED = _gauge("queue_overused", "Whether the queue is overused (1) or not (0)",
                         ("queue_name",))
+
+E2E_JOB_LATENCY = Histogram(
+    "e2e_job_scheduling_latency_milliseconds", "E2E job scheduling latency in milliseconds",
+    subsystem=SUBSYSTEM, buckets=exponential_buckets(32.0, 2.0, 10), registry=REGISTRY)
+_JOB_LABELS = ("job_name", "queue", "job_namespace")
+E2E_JOB_DURATION = _gauge("e2e_job_scheduling_duration", "E2E job scheduling duration",
+                          _JOB_LABELS)
+E2E_JOB_START = _gauge("e2e_job_scheduling_start_time", "E2E job scheduling start time",
+                       _JOB_LABELS)
+E2E_JOB_LAST = _gauge("e2e_job_scheduling_last_time", "E2E job scheduling last time",
+                      _JOB_LABELS)
+JOB_SHARE = _gauge("job_share", "Share for one job", ("job_ns", "job_id"))
+# Volcano's job counters are exposed without ``_total`` (see PREEMPTION_ATTEMPTS).
+JOB_RETRIES = _gauge("job_retry_counts", "Number of retry counts for one job", ("job_id",))
+_CARD = ("devID", "NodeName")
+VGPU_SHARED = _gauge("vgpu_device_shared_number", "The number of vgpu tasks sharing this card",
+                     _CARD)
+VGPU_MEMORY = _gauge("vgpu_device_allocated_memory",
+                     "The number of vgpu memory allocated in this card (MiB)", _CARD)
+VGPU_CORES = _gauge("vgpu_device_allocated_cores",
+                    "The percentage of gpu compute cores allocated in this card", _CARD)
+VGPU_LIMIT = _gauge("vgpu_device_memory_limit",
+                    "The number of total device memory in this card (MiB)", _CARD)
+VGPU_POD_MEMORY = _gauge("vgpu_device_memory_allocation_for_a_certain_pod",
+                         "The vgpu device memory allocated for a certain pod (MiB)",
+                         (*_CARD, "podName"))
+VGPU_POD_CORES = _gauge("vgpu_device_core_allocation_for_a_certain_pod",
+                        "The vgpu device core allocated for a certain pod", (*_CARD, "podName"))
+# Lahar's own (``lahar_*``): what the loop's helpers hold back, see docs/web.md.
+BIND_QUEUE = Gauge("lahar_bind_queue_depth", "Binds committed and not yet written",
+                   registry=REGISTRY)
+STATUS_BACKLOG = Gauge("lahar_status_writer_backlog",
+                       "PodGroup, Queue and pod status writes waiting to be sent",
+                       registry=REGISTRY)
+PODGROUP_PENDING = Gauge("lahar_podgroup_controller_pending_pods",
+                         "Pods waiting for the PodGroup controller to create their PodGroup",
+                         registry=REGISTRY)
+CACHE_SYNC_AGE = Gauge("lahar_cache_sync_age_seconds",
+                       "Seconds since the cache last received an event from the API server",
+                       registry=REGISTRY)
+VIEW_BUILD = Gauge("lahar_web_view_build_seconds",
+                   "Time the latest web view took to build (0 while nobody reads the view)",
+                   registry=REGISTRY)
 
 _known_jobs: dict[str, int] = {}
 """Job name → the unschedulable task count last published for it."""
@@ -177,12 +220,14 @@ def set_unschedulable(changed: Mapping[str, int | None], jobs: int) -> None:
 def set_queue(name: str, *, allocated: Mapping[str, float] | None = None,
               request: Mapping[str, float] | None = None,
               deserved: Mapping[str, float] | None = None,
-              capacity: Mapping[str, float] | None = None, share: float | None = None,
+              capacity: Mapping[str, float] | None = None,
+              real_capacity: Mapping[str, float] | None = None, share: float | None = None,
               weight: float | None = None, overused: bool | None = None) -> None:
     """Publish a queue's gauges. Resource maps use ``cpu`` in milli-cores, ``memory`` in bytes
     and any other key as an extended resource quantity."""
     for kind, resources in (("allocated", allocated), ("request", request),
-                            ("deserved", deserved), ("capacity", capacity)):
+                            ("deserved", deserved), ("capacity", capacity),
+                            ("real_capacity", real_capacity)):
         if resources is None:
             continue
         seen = _known_scalars.setdefault(name, set())
@@ -212,6 +257,16 @@ def forget_queue(name: str) -> None:
         _remove(_QUEUE_RESOURCE_GAUGES[kind, "scalar_resources"], name, resource)
     for gauge in (QUEUE_SHARE, QUEUE_WEIGHT, QUEUE_OVERUSED):
         _remove(gauge, name)
+
+
+def set_gauge(gauge: Gauge, value: float, *labels: str) -> None:
+    """Set one labelled series (the session recorder's generic setter)."""
+    gauge.labels(*labels).set(value)
+
+
+def drop_series(gauge: Gauge, *labels: str) -> None:
+    """Remove one labelled series if it exists."""
+    _remove(gauge, *labels)
 
 
 def _remove(gauge: Gauge, *labels: str) -> None:

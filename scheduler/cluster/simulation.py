@@ -11,6 +11,7 @@ import gc
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.manifests import Manifest
@@ -41,6 +42,7 @@ def build_simulation(
     setup: Callable[[SimCluster, SchedulerCache], None] | None = None,
     freeze_loaded: bool = False,
     take_manifests: bool = False,
+    on_close: Callable[[Any, CycleStats], None] | None = None,
 ) -> tuple[SimCluster, SchedulerCache, Scheduler]:
     """Wire an embedded cluster, a cache and a scheduler together (nothing runs yet).
 
@@ -67,7 +69,8 @@ def build_simulation(
     finally:
         if freeze_loaded and collecting:
             gc.enable()
-    scheduler = Scheduler(cache=cache, conf=conf, clock=cluster.clock, rng=random.Random(seed))
+    scheduler = Scheduler(cache=cache, conf=conf, clock=cluster.clock, rng=random.Random(seed),
+                          on_close=on_close)
     return cluster, cache, scheduler
 
 
@@ -107,13 +110,14 @@ def run_simulation(
     freeze_loaded: bool = False,
     take_manifests: bool = False,
     on_cycle: Callable[[SimulationResult], None] | None = None,
+    on_close: Callable[[Any, CycleStats], None] | None = None,
 ) -> SimulationResult:
     """Run cycles until one changes nothing or ``max_cycles`` ran (``freeze_loaded`` and
     ``take_manifests`` as for :func:`build_simulation`); ``on_cycle`` is told before each
     cycle, and ``result.cycles`` counts those done."""
     cluster, cache, scheduler = build_simulation(
         manifests, conf=conf, scheduler_names=scheduler_names, seed=seed,
-        freeze_loaded=freeze_loaded, take_manifests=take_manifests,
+        freeze_loaded=freeze_loaded, take_manifests=take_manifests, on_close=on_close,
     )
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()

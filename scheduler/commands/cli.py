@@ -63,6 +63,8 @@ COMMANDS: dict[str, Command] = {
     "node-agent": Command("serve this node's devices to kubelet and report them",
                           (("scheduler.commands.nodeagent", "add_node_agent_arguments"),),
                           needs=("scheduler.devices.node.agent", "kubernetes")),
+    "top": Command("show a running scheduler's overview and queues in the terminal",
+                   (("scheduler.commands.top", "add_top_arguments"),)),
     "run": Command("schedule pods on a Kubernetes cluster",
                    (("scheduler.commands.cli", "add_run_command"),),
                    needs=("scheduler.cluster.kube.run", "kubernetes")),
@@ -81,7 +83,17 @@ def _require(command: Command) -> None:
 def _run(args: argparse.Namespace) -> int:
     from scheduler.cluster.kube.run import run_main
 
-    return run_main(args)
+    if not args.web_address:
+        return run_main(args)
+    from scheduler.web.publish import Publisher
+    from scheduler.web.server import WebServer
+
+    args.on_close = Publisher()
+    server = WebServer(args.web_address, args.on_close).start()
+    try:
+        return run_main(args)
+    finally:
+        server.stop()
 
 
 def add_run_command(sub: argparse._SubParsersAction) -> None:

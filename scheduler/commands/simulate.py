@@ -146,8 +146,14 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
 
     def on_cycle(result: SimulationResult) -> None:
         state["cycles"] = result.cycles
+        state["now"] = result.cluster.clock()
         progress.phase = f"cycle {result.cycles + 1}"
 
+    publisher = None
+    if args.html:
+        from scheduler.web.publish import Publisher
+
+        publisher = Publisher(clock=lambda: float(state["now"]), always=True)
     progress.phase = "building the cluster"
     result = run_simulation(
         manifests,
@@ -158,11 +164,18 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
         freeze_loaded=True,  # one run per process: the loaded cluster lives to the end
         take_manifests=True,  # nothing here reads them again
         on_cycle=on_cycle,
+        on_close=publisher,
     )
     state["cycles"] = result.cycles
     del manifests  # the cluster holds the objects (or copies) now
     progress.phase = "writing the output"
     objects = result.cluster.all_objects()
+    if publisher is not None:
+        from scheduler.web.htmlfile import render_file
+
+        with open(args.html, "w", encoding="utf-8") as out:
+            out.write(render_file(publisher, events=[o for o in objects
+                                                     if o.get("kind") == "Event"]))
     if args.output == "table":
         text = render_table(objects, scheduler_names=result.cluster.scheduler_names)
         progress.close()
@@ -212,4 +225,7 @@ def add_simulate_arguments(sub: Any) -> None:
                      help="table: nodes, pending pods with their reason, evictions and "
                      "PodGroups, then a totals line; yaml/json: every object after scheduling "
                      "and the events, as a v1 List (default: table)")
+    sim.add_argument("--html", metavar="FILE",
+                     help="also write the web view of the cluster after scheduling to FILE: "
+                     "one self-contained HTML page (see docs/web.md)")
     sim.set_defaults(func=_simulate)

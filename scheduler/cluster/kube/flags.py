@@ -170,6 +170,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--healthz-address", default=":11251", metavar="[HOST]:PORT",
                        help="address of /healthz, /readyz (default :11251, every interface)")
     _flag(serve, "--enable-healthz", False, "serve /healthz and /readyz")
+    serve.add_argument("--web-address", default="", metavar="[HOST]:PORT",
+                       help="serve the read-only web view and its /api/ JSON here (off by "
+                            "default; no host means 127.0.0.1; see docs/web.md)")
 
     elect = parser.add_argument_group("leader election")
     _flag(elect, "--leader-elect", True, "run only while holding the leader Lease")

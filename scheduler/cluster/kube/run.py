@@ -36,6 +36,7 @@ from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
 from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
 from scheduler.cluster.kube.retry import status_of
+from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics, chain
 from scheduler.cluster.kube.writer import KubeClusterWriter
 from scheduler.collector import Collector
 from scheduler.httpserver import HttpServer
@@ -353,9 +354,12 @@ def _device_config_maps(client: Any, conf: Any) -> list[dict[str, Any]]:
 
 
 def _feed(cache: Any, kind: str, groups: PodGroupController | None = None,
-          discovery: DiscoveryController | None = None) -> Handler:
+          discovery: DiscoveryController | None = None,
+          seen: Callable[[], None] | None = None) -> Handler:
     def handler(event_type: str, obj: dict[str, Any]) -> None:
         cache.apply(event_type, kind, obj)
+        if seen is not None:
+            seen()
         if groups is not None and kind == "Pod":
             groups.observe(event_type, obj)
         if discovery is not None and kind in ("Node", "HyperNode"):
@@ -433,8 +437,10 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
               if args.enable_podgroup_controller else None)
     discovery = (DiscoveryController(client, args.hypernode_discovery_config, leading=leading)
                  if args.hypernode_discovery_config else None)
+    gauges = LaharGauges(cache, groups)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
-                                           handler=_feed(cache, spec.kind, groups, discovery))
+                                           handler=_feed(cache, spec.kind, groups, discovery,
+                                                         seen=gauges.saw_event))
                                  for spec in RESOURCES])
     if groups is not None:
         groups.synced = lambda: reflectors.has_synced
@@ -471,7 +477,11 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                           sampling=NodeSampling(args.percentage_nodes_to_find,
                                                 args.minimum_feasible_nodes,
                                                 args.minimum_percentage_nodes_to_find),
-                          on_cycle=lambda stats: record_cycle(stats, cache))
+                          on_cycle=lambda stats: record_cycle(stats, cache),
+                          # session-only metrics, then the web view's publisher (set by
+                          # ``lahar run --web-address``)
+                          on_close=chain(SessionMetrics(), gauges,
+                                         getattr(args, "on_close", None)))
     watcher = (ConfWatcher(args.scheduler_conf,
                            load=lambda path: with_dra(load_conf(path),
                                                       getattr(args, "feature_gates", "")),
