@@ -24,6 +24,8 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from scheduler.confyaml import YamlTooLarge, check_expansion, check_nesting, may_alias
+
 __all__ = ["load_all", "load_all_marked"]
 
 _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -42,6 +44,10 @@ class _Loader(_BASE):
         super().__init__(stream)
         self.plain_tags: dict[str, str] = {}
         self.timestamps_as_text = timestamps_as_text
+        self.may_alias = may_alias(stream)
+        self.aliased = False
+        """Whether the current document used an alias of a map or list (its expansion is
+        then checked once it is built, still shared)."""
         self.shares = False
         """Whether the current document may use one map or list in two places (an alias,
         or a node left to PyYAML, which shares what it built for an anchor)."""
@@ -67,6 +73,7 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
     done = shared.get(id(node))
     if done is not None:
         loader.shares = True
+        loader.aliased = True
         return done  # an alias of a node built already
     if kind is MappingNode and tag == _MAP:
         mapping: dict[Any, Any] = {}
@@ -80,7 +87,7 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
                 # (an alias to one of those values is an equal copy: ``shares`` says so).
                 del shared[id(node)]
                 loader.shares = True
-                return loader.construct_object(node, deep=True)
+                return _construct(node, loader)
             else:
                 key = _build(key_node, loader, shared)
                 try:
@@ -104,6 +111,14 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
         ])
         return sequence
     loader.shares = True
+    return _construct(node, loader)
+
+
+def _construct(node: Node, loader: _Loader) -> Any:
+    """PyYAML's construction, which expands merge keys (``<<: *a``) as it goes: a node that
+    may hold an alias is checked for a bomb first."""
+    if loader.may_alias:
+        check_expansion(node)
     return loader.construct_object(node, deep=True)
 
 
@@ -119,12 +134,20 @@ def load_all_marked(
     """As :func:`load_all`, each document with whether it may use one map or list in two
     places (False: every map and list in it is its own, so it can be changed in place).
     With ``timestamps_as_text`` a plain scalar that looks like a timestamp stays a string, as
-    Kubernetes reads it."""
+    Kubernetes reads it. An alias bomb or nesting too deep raises
+    :class:`~scheduler.confyaml.YamlTooLarge` before the document is built."""
+    check_nesting(text)
     loader = _Loader(text, timestamps_as_text=timestamps_as_text)
     try:
         while loader.check_node():
-            loader.shares = False
-            document = _build(loader.get_node(), loader, {})
+            loader.shares = loader.aliased = False
+            node = loader.get_node()
+            try:
+                document = _build(node, loader, {})
+            except RecursionError:
+                raise YamlTooLarge("maps and lists nested too deep to load") from None
+            if loader.aliased:  # built with aliases shared; refused before anyone expands it
+                check_expansion(node)
             # what PyYAML's construct_document resets between documents
             loader.constructed_objects = {}
             loader.recursive_objects = {}
