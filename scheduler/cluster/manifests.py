@@ -103,7 +103,7 @@ def parse_documents(text: str, *, source: str) -> list[Manifest]:
     out: list[Manifest] = []
     number = 0
     try:
-        documents = load_all_marked(text, timestamps_as_text=True)
+        documents = load_all_marked(text, timestamps_as_text=True, unique_keys=True)
         for number, (doc, shares) in enumerate(documents, start=1):
             out.extend(_expand(f"{source}#{number}", doc, private=not shares))
     except yaml.YAMLError as exc:

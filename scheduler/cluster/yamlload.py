@@ -26,7 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from scheduler.confyaml import YamlTooLarge, check_expansion, check_nesting, may_alias
 
-__all__ = ["load_all", "load_all_marked"]
+__all__ = ["RepeatedKeyError", "load_all", "load_all_marked"]
 
 _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP = "tag:yaml.org,2002:map"
@@ -40,10 +40,12 @@ _DEFAULT_TAGS = {ScalarNode: _STR, SequenceNode: _SEQ, MappingNode: _MAP}
 class _Loader(_BASE):
     """libyaml's safe loader with a per-load memo of plain scalars' resolved tags."""
 
-    def __init__(self, stream: str, *, timestamps_as_text: bool = False) -> None:
+    def __init__(self, stream: str, *, timestamps_as_text: bool = False,
+                 unique_keys: bool = False) -> None:
         super().__init__(stream)
         self.plain_tags: dict[str, str] = {}
         self.timestamps_as_text = timestamps_as_text
+        self.unique_keys = unique_keys
         self.may_alias = may_alias(stream)
         self.aliased = False
         """Whether the current document used an alias of a map or list (its expansion is
@@ -100,6 +102,8 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
                 mapping[key] = value_node.value
             else:
                 mapping[key] = _build(value_node, loader, shared)
+        if len(mapping) != len(node.value) and loader.unique_keys:
+            _refuse_repeated_key(node)
         return mapping
     if kind is SequenceNode and tag == _SEQ:
         sequence: list[Any] = []
@@ -112,6 +116,25 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
         return sequence
     loader.shares = True
     return _construct(node, loader)
+
+
+class RepeatedKeyError(yaml.YAMLError):
+    """A key written twice in one map, where keys must be unique."""
+
+
+def _refuse_repeated_key(node: Node) -> None:
+    """A key written twice in one map: kubectl (go-yaml v3) refuses the file, where PyYAML
+    would keep the later value silently (a later, empty ``resources:`` would drop requests)."""
+    first: dict[tuple[str, str], int] = {}
+    for key_node, _ in node.value:
+        if type(key_node) is not ScalarNode:
+            continue
+        key = (key_node.tag, key_node.value)
+        if key in first:
+            raise RepeatedKeyError(
+                f"line {key_node.start_mark.line + 1}: mapping key {key_node.value!r} already "
+                f"defined at line {first[key]}")
+        first[key] = key_node.start_mark.line + 1
 
 
 def _construct(node: Node, loader: _Loader) -> Any:
@@ -129,15 +152,16 @@ def load_all(text: str) -> Iterator[Any]:
 
 
 def load_all_marked(
-    text: str, *, timestamps_as_text: bool = False
+    text: str, *, timestamps_as_text: bool = False, unique_keys: bool = False
 ) -> Iterator[tuple[Any, bool]]:
     """As :func:`load_all`, each document with whether it may use one map or list in two
     places (False: every map and list in it is its own, so it can be changed in place).
     With ``timestamps_as_text`` a plain scalar that looks like a timestamp stays a string, as
-    Kubernetes reads it. An alias bomb or nesting too deep raises
+    Kubernetes reads it; with ``unique_keys`` a key written twice in one map is a
+    :class:`RepeatedKeyError`, as kubectl refuses it. An alias bomb or nesting too deep raises
     :class:`~scheduler.confyaml.YamlTooLarge` before the document is built."""
     check_nesting(text)
-    loader = _Loader(text, timestamps_as_text=timestamps_as_text)
+    loader = _Loader(text, timestamps_as_text=timestamps_as_text, unique_keys=unique_keys)
     try:
         while loader.check_node():
             loader.shares = loader.aliased = False
