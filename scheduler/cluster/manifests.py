@@ -33,6 +33,7 @@ from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
 from scheduler.api.validation import validate_object
 from scheduler.cache.dra import DRA_API_VERSION, DRA_KINDS, check_dra_object
+from scheduler.cluster.manifest_warnings import cross_warnings, unread_file_warning
 from scheduler.cluster.yamlload import load_all_marked
 from scheduler.confyaml import UnreadableFile, read_text, source_name
 
@@ -215,6 +216,10 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
         if not documents:
             empty.append(name)
             warnings.append(f"{name}: no objects in the file")
+        unread = [m.kind or "object without kind" for m in documents if m.kind not in KINDS]
+        if documents and len(unread) == len(documents):
+            warnings.append(unread_file_warning(name, unread, KINDS))
+            continue
         for manifest in documents:
             if manifest.kind not in KINDS:
                 name = (manifest.obj.get("metadata") or {}).get("name", "")
@@ -235,4 +240,5 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
     if empty and len(empty) == files:
         raise ManifestError(f"no objects in {', '.join(empty)}")
     _check_priority_classes(manifests)
+    warnings.extend(cross_warnings(manifests, key=object_key))
     return manifests, warnings
