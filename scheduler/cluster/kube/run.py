@@ -19,6 +19,7 @@ import math
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -97,7 +98,7 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     configure_logging(verbosity=args.verbosity, fmt=args.log_format)
     stop = stop or threading.Event()
     dump_requested = threading.Event()
-    _install_signals(stop, dump_requested if args.cache_dumper else None)
+    interrupted = _install_signals(stop, dump_requested if args.cache_dumper else None)
     gates = getattr(args, "feature_gates", "")
     try:
         conf = with_dra(load_conf(args.scheduler_conf or None), gates)
@@ -111,7 +112,7 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     exit_code = 0
     try:
         if client is None:
-            return 0 if stop.is_set() else 1
+            return INTERRUPTED if interrupted.is_set() else 0 if stop.is_set() else 1
         health.answered()
         threading.Thread(target=_check_api_forever, args=(client, health, stop), daemon=True,
                          name="api-check").start()
@@ -129,7 +130,13 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
             server.stop()
         if client is not None:
             client.close()
-    return exit_code
+        if interrupted.is_set():
+            print("lahar run: interrupted (Ctrl-C); stopped.", file=sys.stderr)
+    return INTERRUPTED if interrupted.is_set() else exit_code
+
+
+INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
 
 
 def check_api(client: KubeClient, health: Health) -> bool:
@@ -158,13 +165,23 @@ def _check_api_forever(client: KubeClient, health: Health, stop: threading.Event
                         seconds=UNANSWERED_AFTER)
 
 
-def _install_signals(stop: threading.Event, dump_requested: threading.Event | None) -> None:
+def _install_signals(stop: threading.Event,
+                     dump_requested: threading.Event | None) -> threading.Event:
     """SIGTERM/SIGINT stop, SIGUSR1 asks for a cache dump; nothing off the main thread
-    (embedded in tests, the caller owns ``stop``)."""
-    events = {signal.SIGTERM: stop, signal.SIGINT: stop}
+    (embedded in tests, the caller owns ``stop``). Returns the event SIGINT sets (with
+    ``stop``), so that Ctrl-C ends with its own status."""
+    interrupted = threading.Event()
+    events = {signal.SIGTERM: stop, signal.SIGINT: interrupted}
     if dump_requested is not None and hasattr(signal, "SIGUSR1"):
         events[signal.SIGUSR1] = dump_requested
-    set_on_signals(events)
+    if set_on_signals(events):
+
+        def stop_on_interrupt() -> None:
+            interrupted.wait()
+            stop.set()
+
+        threading.Thread(target=stop_on_interrupt, daemon=True, name="interrupt").start()
+    return interrupted
 
 
 def _start_servers(args: argparse.Namespace, health: Health) -> list[HttpServer]:
