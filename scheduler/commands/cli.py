@@ -177,10 +177,43 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
+def _valued_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The long options of ``parser`` and its subcommands that take one value."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _valued_options(sub)
+        elif isinstance(action, argparse._StoreAction) and action.nargs is None:
+            found.update(o for o in action.option_strings if o.startswith("--"))
+    return found
+
+
+def _negative_values_attached(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--flag -1s`` as ``--flag=-1s``: argparse takes a value that starts with ``-`` and is
+    not a plain number for an option and says "expected one argument"; attached, the value
+    reaches the flag's own check, which says what is wrong with it."""
+    valued = _valued_options(parser)
+    out: list[str] = []
+    skip = False
+    for i, word in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if word in valued and following[:1] == "-" and following[1:2].isdigit():
+            out.append(f"{word}={following}")
+            skip = True
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(words)
-    args = build_parser(only=command or "").parse_args(words)
+    parser = build_parser(only=command or "")
+    args = parser.parse_args(_negative_values_attached(words, parser))
     import structlog
 
     structlog.configure(

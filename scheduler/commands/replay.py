@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scheduler.cluster.kube.flags import positive_int
 from scheduler.devices.finegrained.placement import (
     LEARNING_POLICIES,
     PLACEMENT_POLICIES,
@@ -106,12 +107,13 @@ def parse_seeds(text: str) -> list[int]:
         part = part.strip()
         low, dash, high = part.partition("-")
         try:
-            if dash:
-                seeds.extend(range(int(low), int(high) + 1))
-            else:
-                seeds.append(int(part))
+            first, last = (int(low), int(high)) if dash else (int(part), int(part))
         except ValueError:
             raise ValueError(f"--seeds: {part!r} is not a seed or a range like 42-51") from None
+        if first > last:
+            raise ValueError(f"--seeds: range {part!r} is empty (its start is above its end; "
+                             f"write {last}-{first})")
+        seeds.extend(range(first, last + 1))
     if not seeds:
         raise ValueError("--seeds: no seed given")
     return seeds
@@ -275,7 +277,7 @@ def add_replay_arguments(sub: Any) -> None:
     replay.add_argument("--seeds", default="42", help="seeds, e.g. 42-51 or 42,43 (default 42)")
     replay.add_argument("--tune", type=float, default=1.3,
                         help="submit pods up to this × the GPU capacity, above 0 (default 1.3)")
-    replay.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    replay.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
                         help="runs side by side in processes (default: the machine's cores)")
     replay.add_argument("--out", default="replay-out",
                         help="output folder, created if absent (default replay-out)")
