@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from scheduler.cluster.kube.volcano_flags import add_volcano_only_flags
+
 __all__ = [
     "add_run_arguments", "normalize", "parse_bool", "parse_duration", "positive_int",
     "positive_number",
@@ -220,6 +222,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     logs.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
                       help="auto = JSON unless stderr is a terminal")
     _flag(logs, "--logtostderr", True, "accepted for compatibility; logs always go to stderr")
+    add_volcano_only_flags(parser)
 
 
 def normalize(args: argparse.Namespace) -> argparse.Namespace:

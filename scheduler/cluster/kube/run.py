@@ -37,6 +37,7 @@ from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
 from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
 from scheduler.cluster.kube.retry import status_of
+from scheduler.cluster.kube.volcano_flags import not_acted_on
 from scheduler.cluster.kube.writer import KubeClusterWriter
 from scheduler.collector import Collector
 from scheduler.httpserver import HttpServer
@@ -96,6 +97,8 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
 
     normalize(args)
     configure_logging(verbosity=args.verbosity, fmt=args.log_format)
+    for flag in not_acted_on(args):
+        log.warning("flag accepted for Volcano compatibility but not acted on", flag=flag)
     stop = stop or threading.Event()
     dump_requested = threading.Event()
     interrupted = _install_signals(stop, dump_requested if args.cache_dumper else None)
