@@ -35,13 +35,15 @@ from scheduler.api.validation import validate_object
 from scheduler.cache.dra import DRA_API_VERSION, DRA_KINDS, check_dra_object
 from scheduler.cluster.manifest_warnings import cross_warnings, unread_file_warning
 from scheduler.cluster.yamlload import load_all_marked
-from scheduler.confyaml import UnreadableFile, read_text, source_name
+from scheduler.confyaml import STDIN, UnreadableFile, read_text, source_name
 
 __all__ = [
     "BUILT_IN_PRIORITY_CLASSES",
     "KINDS",
+    "MANIFEST_SUFFIXES",
     "Manifest",
     "ManifestError",
+    "expand_paths",
     "load_manifests",
     "object_key",
     "parse_documents",
@@ -195,6 +197,28 @@ def _check_priority_classes(manifests: Iterable[Manifest]) -> None:
             )
 
 
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""What ``kubectl apply -f DIR`` reads of a directory (not its subdirectories)."""
+
+
+class _EmptyDirectory(str):
+    """A directory given as a path that holds no manifest files."""
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[str | Path]:
+    """``paths`` with each directory replaced by its manifest files in name order, as
+    ``kubectl apply -f DIR`` reads it (standard input, ``-``, stays as it is)."""
+    out: list[str | Path] = []
+    for path in paths:
+        if str(path) != STDIN and Path(path).is_dir():
+            found = sorted(str(child) for child in Path(path).iterdir()
+                           if child.suffix in MANIFEST_SUFFIXES and child.is_file())
+            out.extend(found or [_EmptyDirectory(path)])
+        else:
+            out.append(path)
+    return out
+
+
 def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[str]]:
     """Read, expand and check manifests. Returns the usable objects and warnings for skipped
     ones and for files without objects; raises :class:`ManifestError` on the first broken
@@ -205,8 +229,12 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
     parsed = PodParseMemo()  # a job's pods usually share one spec
     empty: list[str] = []
     files = 0
-    for path in paths:
+    for path in expand_paths(paths):
         files += 1
+        if isinstance(path, _EmptyDirectory):
+            empty.append(str(path))
+            warnings.append(f"{path}: no .yaml, .yml or .json files in the directory")
+            continue
         try:
             text = read_text(path)
         except UnreadableFile as exc:

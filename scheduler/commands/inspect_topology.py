@@ -36,7 +36,7 @@ from scheduler.api.resource import (
     resource_from_list,
 )
 from scheduler.api.task import group_of
-from scheduler.commands.inspect import run_inspect
+from scheduler.commands.inspect import add_cluster_arguments, run_inspect
 from scheduler.commands.tables import table_lines
 
 __all__ = ["JobPlacement", "TopologyReport", "add_inspect_topology", "inspect_topology",
@@ -406,8 +406,7 @@ def add_inspect_topology(sub: Any) -> None:
                          "jobs placed in each")
     parser.add_argument("files", nargs="*", metavar="FILE",
                         help="YAML/JSON manifests or v1 Lists (e.g. lahar simulate -o json)")
-    parser.add_argument("--kubeconfig",
-                        help="read HyperNodes, Nodes, Pods and PodGroups from this cluster")
+    add_cluster_arguments(parser, "HyperNodes, Nodes, Pods and PodGroups")
     parser.add_argument("-o", "--output", choices=("tree", "json"), default="tree",
                         help="a tree picture, or the whole tree as JSON (default: tree)")
     parser.add_argument("--nodes", type=_count, default=3, metavar="N",

@@ -175,7 +175,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
     api = parser.add_argument_group("API server")
     api.add_argument("--kubeconfig", default="", metavar="PATH",
-                     help="kubeconfig path (empty = in-cluster)")
+                     help="kubeconfig file (default: in-cluster service account, else "
+                          "$KUBECONFIG's first file, else ~/.kube/config)")
+    api.add_argument("--context", default="", metavar="NAME",
+                     help="the kubeconfig context to use (default: its current-context)")
     api.add_argument("--master", default="", metavar="URL",
                      help="API server address, overrides kubeconfig")
     api.add_argument("--kube-api-qps", type=positive_number, default=2000.0, metavar="QPS",

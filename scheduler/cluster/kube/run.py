@@ -206,6 +206,7 @@ def _connect(args: argparse.Namespace, stop: threading.Event,
         try:
             client = KubeClient.from_flags(kubeconfig=args.kubeconfig or None,
                                            master=args.master or None,
+                                           context=args.context or None,
                                            qps=args.kube_api_qps, burst=args.kube_api_burst)
         except (OSError, ValueError) as error:  # a ConfigError is a ValueError
             log.error("cannot build the API client configuration", error=str(error))
