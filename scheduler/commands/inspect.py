@@ -366,6 +366,10 @@ def _from_files(paths: Sequence[str]) -> list[Obj]:
         except UnreadableFile as exc:
             raise ManifestError(str(exc)) from None
         documents = parse_documents(text, source=str(path))
+        for manifest in documents:
+            if not manifest.kind:  # e.g. JSON of something else: a report of it would be empty
+                raise ManifestError(f"{manifest.source}: not a Kubernetes object or List "
+                                    "(it has no kind)")
         if not documents:
             print(f"warning: {path}: no objects in the file", file=sys.stderr)
         objects.extend(m.obj for m in documents)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cluster.kube.flags import positive_int
+from scheduler.commands.tables import table_lines
 from scheduler.devices.finegrained.placement import (
     LEARNING_POLICIES,
     PLACEMENT_POLICIES,
@@ -48,6 +49,7 @@ from scheduler.replay.bound import (
 from scheduler.replay.metrics import (
     PaperCurves,
     RunCurve,
+    SummaryRow,
     read_paper_allocation,
     read_run_csv,
     summarize,
@@ -98,6 +100,19 @@ def parse_policy_args(items: Sequence[str], policies: Sequence[str]
         except ValueError as exc:
             raise ValueError(f"--policy-arg: {exc}") from None
     return tuple(sorted(parsed.items()))
+
+
+def summary_table(rows: Sequence[SummaryRow]) -> list[str]:
+    """summary.csv's medians as a table for the terminal."""
+    if not rows:
+        return []
+    lines = [["TRACE", "POLICY", "ARRIVED %", "SEEDS", "UNALLOCATED GPU % (P25-P75)",
+              "FRAG %", "FAILED PODS"]]
+    lines += [[row.trace, row.policy, str(row.arrived_pct), str(row.seeds),
+               f"{row.unallocated_pct_median:.2f} ({row.unallocated_pct_p25:.2f}-"
+               f"{row.unallocated_pct_p75:.2f})", f"{row.frag_amount_pct_median:.2f}",
+               f"{row.failed_pods_median:g}"] for row in rows]
+    return table_lines(lines)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -231,8 +246,11 @@ def _replay(args: argparse.Namespace) -> int:
         results = run_all(runs, jobs, progress)
         progress.close()
         curves = [read_run_csv(Path(path)) for path, _ in sorted(results)]
-        write_summary_csv(out / "summary.csv", summarize(curves))
+        summary = summarize(curves)
+        write_summary_csv(out / "summary.csv", summary)
         per_pod = sum(s for _, s in results) / len(results)
+        for line in summary_table(summary):
+            print(line)
         print(f"{len(runs)} run(s); {1000 * per_pod:.1f} ms per pod; "
               f"wrote {out / 'summary.csv'}")
         bound: dict[str, dict[int, float]] | None = None
