@@ -66,7 +66,7 @@ COMMANDS: dict[str, Command] = {
     "run": Command("schedule pods on a Kubernetes cluster",
                    (("scheduler.commands.cli", "add_run_command"),),
                    needs=("scheduler.cluster.kube.run", "kubernetes")),
-    "completion": Command("print a shell completion script (bash, zsh or tcsh)",
+    "completion": Command("print a shell completion script (bash, zsh, tcsh or fish)",
                           (("scheduler.commands.cli", "add_completion_command"),),
                           needs=("shtab",)),
 }
@@ -118,10 +118,33 @@ def add_conf_arguments(sub: argparse._SubParsersAction) -> None:
     check.set_defaults(func=_conf_check)
 
 
+_FILE_METAVARS = frozenset({"FILE", "CONF", "PATH", "CSV", "FOLDER"})
+_DIR_METAVARS = frozenset({"DIR"})
+
+
+def _complete_paths(parser: argparse.ArgumentParser, *, files: object, dirs: object) -> None:
+    """Mark every argument that names a file (or a directory) for shtab, so that the shell
+    completes paths there instead of offering nothing (bash then only rings the bell)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _complete_paths(child, files=files, dirs=dirs)
+        elif action.metavar in _FILE_METAVARS:
+            action.complete = files  # type: ignore[attr-defined]
+        elif action.metavar in _DIR_METAVARS:
+            action.complete = dirs  # type: ignore[attr-defined]
+
+
 def _completion(args: argparse.Namespace) -> int:
     import shtab
 
-    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    if args.shell not in shtab.SUPPORTED_SHELLS:
+        print(f"error: the installed shtab ({shtab.__version__}) writes no {args.shell} "
+              "completion; upgrade it (pip install -U shtab)", file=sys.stderr)
+        return 1
+    parser = build_parser()
+    _complete_paths(parser, files=shtab.FILE, dirs=shtab.DIRECTORY)
+    sys.stdout.write(shtab.complete(parser, shell=args.shell))
     return 0
 
 
@@ -131,8 +154,9 @@ def add_completion_command(sub: argparse._SubParsersAction) -> None:
         description="Print a completion script for lahar. bash: "
         "'source <(lahar completion bash)', or save it in "
         "/etc/bash_completion.d/lahar; zsh: save 'lahar completion zsh' as _lahar in a folder "
-        "of $fpath.")
-    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell")
+        "of $fpath; fish: 'lahar completion fish > ~/.config/fish/completions/lahar.fish'. "
+        "FILE and --conf complete file names.")
+    completion.add_argument("shell", choices=("bash", "zsh", "tcsh", "fish"), help="the shell")
     completion.set_defaults(func=_completion)
 
 
