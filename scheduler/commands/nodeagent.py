@@ -252,7 +252,7 @@ def node_agent_main(args: argparse.Namespace) -> int:
         import grpc  # noqa: F401
     except ImportError as exc:
         print(f"error: lahar node-agent needs grpcio and protobuf ({exc}); "
-              f"pip install 'lahar[nodeagent]'", file=sys.stderr)
+              f"pip install -e '.[nodeagent]' in the clone", file=sys.stderr)
         return 1
     from scheduler.devices.node.agent import NodeAgent
     from scheduler.devices.node.inventory import InventoryError
@@ -271,8 +271,8 @@ def node_agent_main(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ImportError:
-        print("error: reading GPUs needs nvidia-ml-py (pip install 'lahar[nodeagent]'); "
-              "use --fake-gpus on a machine without GPUs", file=sys.stderr)
+        print("error: reading GPUs needs nvidia-ml-py (pip install -e '.[nodeagent]' in the "
+              "clone); use --fake-gpus on a machine without GPUs", file=sys.stderr)
         return 1
     except Exception as exc:  # NVML cannot start: no driver
         print(f"error: NVML cannot start ({exc}): no NVIDIA driver or GPU; use --fake-gpus "

@@ -7,8 +7,8 @@ Runs every (trace, policy, seed) of the command line with :func:`scheduler.repla
 - ``summary.csv``: medians over seeds at 95/100/110/130 % arrived;
 - ``replay.png``: unallocated GPU % against arrived %, one panel per trace, our median curves
   and, where published, the paper's (``fgd-results/analysis_allo_discrete.csv``) dashed.
-  matplotlib is an optional extra (``pip install 'lahar[replay]'``); without it the PNG is
-  skipped with a message;
+  matplotlib is an optional extra (``pip install -e '.[replay]'`` in the clone); without it
+  the PNG is skipped with a message;
 - with ``--bound``, ``bound.csv``: per trace and seed, the unallocated GPU % that no placement
   of the same pods can go below at 95/100/110/130 % arrived
   (:mod:`scheduler.replay.bound`; needs scipy, in the same extra), drawn as black crosses.
@@ -143,7 +143,8 @@ def _plot(curves: list[RunCurve], *, sources: TraceSources, path: Path,
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return ["matplotlib is not installed (pip install 'lahar[replay]'): replay.png skipped"]
+        return ["matplotlib is not installed (pip install -e '.[replay]' in the clone): "
+                "replay.png skipped"]
     from scheduler.replay.plot import draw_panels
 
     lines: list[str] = []
