@@ -129,7 +129,7 @@ def check_node_agent_args(args: argparse.Namespace) -> str | None:
     for flag, value, least in (("--fake-gpus", args.fake_gpus, 0),
                                ("--split-count", args.split_count, 1),
                                ("--gpu-memory-factor", args.gpu_memory_factor, 1)):
-        if value < least:
+        if value is not None and value < least:  # None: the default is resolved later
             return f"{flag}: must be at least {least}, got {value}"
     for flag, seconds in (("--health-interval", args.health_interval),
                           ("--report-period", args.report_period)):
