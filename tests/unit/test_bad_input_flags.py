@@ -62,3 +62,22 @@ def test_the_unverified_tls_warning_is_given_once(caplog: pytest.LogCaptureFixtu
     for _ in range(3):  # what lahar run's reconnect loop does
         KubeClient(config).close()
     assert sum("not verified" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_resource_sync_timeout_bounds_the_default_queue_retries() -> None:
+    """The wait before the first cycle, the default queue's creation included, ends by
+    --resource-sync-timeout (Volcano: options.go ``ResourceSyncTimeout``), not after 60
+    one-second retries."""
+    import threading
+    import time
+
+    from scheduler.cluster.kube.run import _ensure_default_queue
+
+    class Unwritable:
+        def ensure_queue(self, name: str) -> bool:
+            raise ConnectionRefusedError("API server https://x: refused")
+
+    started = time.monotonic()
+    _ensure_default_queue(Unwritable(), "default", threading.Event(),  # type: ignore[arg-type]
+                          deadline=started + 0.3)
+    assert time.monotonic() - started < 2.0

@@ -402,7 +402,11 @@ def _report_pod(writer: KubeClusterWriter, pod: Mapping[str, Any], message: str)
         log.warning("cannot record event", pod=involved.name, error=str(error))
 
 
-def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.Event) -> None:
+def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.Event, *,
+                          deadline: float | None = None) -> None:
+    """Create the default queue if missing, retrying once a second, at most 60 times and,
+    with a ``deadline`` (``time.monotonic``), not past it: --resource-sync-timeout bounds the
+    whole wait before the first cycle, this included."""
     for attempt in range(60):
         try:
             if writer.ensure_queue(name):
@@ -411,7 +415,12 @@ def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.
         except Exception as error:
             log.warning("cannot ensure the default queue yet", queue=name, error=str(error),
                         attempt=attempt + 1)
-            if stop.wait(1.0):
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                log.error("default queue not ensured within --resource-sync-timeout; "
+                          "scheduling anyway", queue=name)
+                return
+            if stop.wait(left):
                 return
     log.error("giving up creating the default queue", queue=name)
 
@@ -471,8 +480,10 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     if discovery is not None:  # off the loop's path, only while leading, after the sync
         discovery.synced = lambda: reflectors.has_synced
         discovery.start(stop)
-    _ensure_default_queue(writer, args.default_queue, stop)
-    timeout = args.resource_sync_timeout or None
+    sync_deadline = (time.monotonic() + args.resource_sync_timeout
+                     if args.resource_sync_timeout else None)
+    _ensure_default_queue(writer, args.default_queue, stop, deadline=sync_deadline)
+    timeout = None if sync_deadline is None else max(0.0, sync_deadline - time.monotonic())
     try:
         if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
             log.warning("caches not synced in time; scheduling anyway", timeout=timeout)
