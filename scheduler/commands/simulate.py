@@ -117,6 +117,10 @@ def _simulate(args: argparse.Namespace) -> int:
                 else "nothing was written")
         print(f"\nlahar simulate: interrupted (Ctrl-C) {done}; {what}.", file=sys.stderr)
         return INTERRUPTED
+    finally:
+        from scheduler.commands.warnlines import restore_logging
+
+        restore_logging()
 
 
 def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
@@ -148,6 +152,10 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
             return 2
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    from scheduler.cluster.manifests import object_key
+    from scheduler.commands.warnlines import configure_warning_lines, object_sources
+
+    configure_warning_lines(object_sources(manifests, key=object_key))
 
     def on_cycle(result: SimulationResult) -> None:
         state["cycles"] = result.cycles

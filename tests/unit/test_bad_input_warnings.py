@@ -85,3 +85,32 @@ def test_a_configmap_without_a_conf_key_is_refused_naming_its_keys(tmp_path: Pat
     assert result.stderr.splitlines()[-1] == (
         f"error: {path}: a ConfigMap, not a conf: its data has no single conf key (looked for "
         "lahar-scheduler.conf or volcano-scheduler.conf, or one key ending in .conf; has a)")
+
+
+def test_log_warnings_of_simulate_take_the_one_format() -> None:
+    """The HyperNode tree's warnings (the cache logs them as ``lahar run`` does, Volcano's
+    hypernode cache: pkg/scheduler/api/hyper_node_info.go) come out as load warnings do."""
+    result = _simulate(f"{BAD}/hypernode-missing-member.yaml")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[:2] == [
+        f"warning: {BAD}/hypernode-missing-member.yaml#2: HyperNode rack: member HyperNode "
+        "nothere does not exist; it adds no node until it is created",
+        "warning: Node n1 is in two HyperNodes of tier 1 (rack2 and rack3); rack2 is taken as "
+        "its tier-1 HyperNode",
+    ]
+
+
+def test_a_logged_object_warning_names_its_file() -> None:
+    from scheduler.commands.warnlines import _line
+
+    sources = {"Device gpu-0": "a.yaml#3", "PodGroup team/pg": "b.yaml#1"}
+    assert _line({"event": "object ignored", "object": "Device gpu-0",
+                  "error": "field spec.devices[0].minor: must be an integer",
+                  "timestamp": "t"}, "warning", sources) == (
+        "warning: a.yaml#3: Device gpu-0: ignored: field spec.devices[0].minor: must be an "
+        "integer")
+    assert _line({"event": "PodGroup spec.subGroupPolicy entries without matchLabelKeys "
+                  "select no pod", "podgroup": "team/pg", "sub_groups": ["a"]}, "warning",
+                 sources) == (
+        "warning: b.yaml#1: PodGroup team/pg: PodGroup spec.subGroupPolicy entries without "
+        "matchLabelKeys select no pod (sub_groups=['a'])")
