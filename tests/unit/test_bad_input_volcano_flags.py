@@ -2,8 +2,8 @@
 unchanged; the ones Lahar does not act on are named in a warning at start.
 
 The flags are those of ``ServerOption.AddFlags`` (volcano-sh/volcano
-cmd/scheduler/app/options/options.go), ``--feature-gates`` (cmd/scheduler/main.go),
-component-base's leader election and klog's.
+cmd/scheduler/app/options/options.go), component-base's leader election and klog's
+(``--feature-gates``, cmd/scheduler/main.go, Lahar acts on).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ VOLCANO_FLAGS = [
     "--gate-removal-worker-num=5", "--ignored-provisioners=rancher.io/local-path",
     "--resource-sync-timeout=60s", "--disable-default-scheduler-config=false",
     "--scheduler-sharding-mode=none", "--scheduler-sharding-name=volcano",
-    "--feature-gates=PodDisruptionBudgetsSupport=true", "--leader-elect=false",
+    "--leader-elect=false",
     "--leader-elect-resource-lock=leases", "--leader-elect-resource-namespace=volcano-system",
     "-v=3", "--logtostderr", "--log-dir=/var/log",
 ]
@@ -51,8 +51,7 @@ def test_every_volcano_scheduler_flag_is_accepted_and_the_unused_ones_named() ->
     args = _parse(*VOLCANO_FLAGS)
     assert not_acted_on(args) == [  # type: ignore[arg-type]
         "--ca-cert-file=/ca", "--csi-storage=false", "--disable-default-scheduler-config=false",
-        "--enable-pprof=true", "--feature-gates=PodDisruptionBudgetsSupport=true",
-        "--gate-removal-worker-num=5", "--ignored-provisioners=rancher.io/local-path",
+        "--enable-pprof=true", "--gate-removal-worker-num=5", "--ignored-provisioners=rancher.io/local-path",
         "--leader-elect-resource-lock=leases", "--log-dir=/var/log",
         "--node-worker-threads=20", "--plugins-dir=/plugins", "--priority-class=true",
         "--resync-period=0s", "--scheduler-sharding-mode=none",

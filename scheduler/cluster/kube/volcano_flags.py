@@ -3,9 +3,9 @@ Deployment written for vc-scheduler runs unchanged instead of crash-looping on "
 arguments"; each one given is named in a warning at start.
 
 The list is Volcano's ``ServerOption.AddFlags`` (cmd/scheduler/app/options/options.go) less
-what Lahar implements (its own flags in :mod:`scheduler.cluster.kube.flags`), plus
-``--feature-gates`` (cmd/scheduler/main.go), component-base's ``--leader-elect-resource-lock``
-and klog's flags. ``--version`` is acted on: it prints Lahar's version and quits, as
+what Lahar implements (its own flags in :mod:`scheduler.cluster.kube.flags`,
+``--feature-gates`` among them), plus component-base's ``--leader-elect-resource-lock`` and
+klog's flags. ``--version`` is acted on: it prints Lahar's version and quits, as
 vc-scheduler's does.
 """
 
@@ -36,7 +36,6 @@ _VALUES = {
     "--ignored-provisioners": ("LIST", "CSI provisioners left out of PVC requests"),
     "--scheduler-sharding-mode": ("MODE", "node sharding"),
     "--scheduler-sharding-name": ("NAME", "node shard name"),
-    "--feature-gates": ("KEY=BOOL,...", "feature gates"),
     "--leader-elect-resource-lock": ("KIND", "lock kind (Lahar always uses a Lease)"),
     "--log-dir": ("DIR", "klog"), "--log-file": ("FILE", "klog"),
     "--log-file-max-size": ("MB", "klog"), "--log-flush-frequency": ("DURATION", "klog"),
