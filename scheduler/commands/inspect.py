@@ -323,7 +323,8 @@ def run_inspect(args: argparse.Namespace, *, collections: Sequence[tuple[str, st
     """One ``lahar inspect`` report: objects from ``args.files`` or from the cluster's
     ``collections`` (API path, kind), ``build`` makes the report (with ``warnings``), printed
     as a table or as JSON."""
-    if args.files and (args.kubeconfig or args.context):
+    context = getattr(args, "context", None)
+    if args.files and (args.kubeconfig or context):
         print("error: give manifest FILEs or read the cluster (--kubeconfig, --context), not "
               "both", file=sys.stderr)
         return 2
@@ -337,12 +338,12 @@ def run_inspect(args: argparse.Namespace, *, collections: Sequence[tuple[str, st
         from scheduler.cluster.kube.kubeconfig import ConfigError, load_client_config
 
         try:  # no FILEs and no cluster either: a usage error, as before anything is read
-            load_client_config(kubeconfig=args.kubeconfig, context=args.context)
+            load_client_config(kubeconfig=args.kubeconfig, context=context)
         except ConfigError as exc:
             print(f"error: give manifest FILEs or --kubeconfig ({exc})", file=sys.stderr)
             return 2
         try:
-            objects = _from_cluster(args.kubeconfig, args.context, collections)
+            objects = _from_cluster(args.kubeconfig, context, collections)
         except Exception as exc:  # cluster unreachable, bad kubeconfig, forbidden
             print(f"error: cannot read the cluster: {exc}", file=sys.stderr)
             return 1
