@@ -89,6 +89,12 @@ class NetworkTopologyAwareArgs:
                 "used, as in Volcano",
             )
             object.__setattr__(self, "normal_pod_fading", 0.8)
+        elif self.normal_pod_fading > 1:
+            note(
+                self,
+                "argument 'hypernode.binpack.normal-pod.fading' is above 1: higher tiers "
+                "weigh more than lower ones (it is used as given, as in Volcano)",
+            )
         if self.evict_max_hypernodes <= 0:
             note(
                 self,

@@ -14,6 +14,7 @@ remaining share floor at 0, and a queue counts as met when its deserved stops ch
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from scheduler.api.job import JobInfo
@@ -48,11 +49,23 @@ class QueueAttr:
         self.share = share
 
 
+_MAX_ROUNDS = 10_000
+"""A bound on the water-filling rounds: Volcano stops when nothing remains or nothing moved,
+which a NaN (never equal to itself) would never let happen; real inputs settle in a few
+rounds per queue."""
+
+
+def _has_nan(resource: Resource) -> bool:
+    return any(math.isnan(value) for value in (
+        resource.milli_cpu, resource.memory, *resource.scalars.values()))
+
+
 def compute_deserved(attrs: list[QueueAttr], total: Resource) -> None:
-    """Fill ``deserved`` of every attr (Volcano's iterative weighted water-filling)."""
+    """Fill ``deserved`` of every attr (Volcano's iterative weighted water-filling); ends on
+    any input."""
     remaining = total.clone()
     met: set[QueueID] = set()
-    while True:
+    for _ in range(_MAX_ROUNDS):
         total_weight = sum(a.weight for a in attrs if a.queue.uid not in met)
         if total_weight == 0:
             return
@@ -73,8 +86,8 @@ def compute_deserved(attrs: list[QueueAttr], total: Resource) -> None:
             increased.add(attr.deserved.exceeded_part(old))
             decreased.add(old.exceeded_part(attr.deserved))
         remaining = remaining.add(decreased).exceeded_part(increased)
-        if remaining.is_empty() or remaining == before:
-            return
+        if remaining.is_empty() or remaining == before or _has_nan(remaining):
+            return  # the last: a NaN somewhere, which no further round removes
 
 
 def _add_totals(attr: QueueAttr, job: JobInfo) -> bool:

@@ -304,6 +304,9 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
         )
     if not isinstance(raw, Mapping):
         raise ConfError(f"{source}: the conf must be a YAML map")
+    if raw.get("kind") == "ConfigMap":
+        key, text = _configmap_conf(raw, source)
+        return parse_conf(text, source=f"{source} (data[{key}])")
     warnings: list[str] = [
         f"{source}: line {r.line}: key {r.key!r} repeats line {r.first_line} of the same map; "
         f"the later value is used, as Volcano uses it"
@@ -319,6 +322,9 @@ def parse_conf(text: str, *, source: str = "<conf>") -> SchedulerConf:
             raise ConfError(
                 f"{source}: unknown action {action!r} (known: {', '.join(sorted(ACTIONS))})"
             )
+    for action in sorted({a for a in actions if actions.count(a) > 1}):
+        warnings.append(f"{source}: actions: {action!r} is listed {actions.count(action)} "
+                        "times; it runs each time, as in Volcano")
     raw_tiers = raw.get("tiers") or []
     if not isinstance(raw_tiers, Sequence) or isinstance(raw_tiers, str):
         raise ConfError(f"{source}: tiers must be a list")
@@ -505,6 +511,26 @@ def _check_device_switches(tiers: list[tuple[PluginOption, ...]], source: str) -
     if "vgpu" in on and ("gpu_sharing" in on or "gpu_number" in on):
         keys = " and ".join(on.get("gpu_sharing", []) + on.get("gpu_number", []) + on["vgpu"])
         raise ConfError(f"{source}: {owner}: gpu-share and vgpu can't be used together ({keys})")
+
+
+_CONF_KEYS = ("lahar-scheduler.conf", "volcano-scheduler.conf")
+"""The data keys a ConfigMap holds the conf under (conf/deploy's, Volcano's)."""
+
+
+def _configmap_conf(raw: Mapping[str, Any], source: str) -> tuple[str, str]:
+    """The key and text of the conf a ConfigMap carries (as ``conf/deploy`` applies it):
+    one of :data:`_CONF_KEYS`, or else its only ``*.conf`` key."""
+    data = raw.get("data")
+    if not isinstance(data, Mapping):
+        data = {}
+    keys = [k for k in data if isinstance(data[k], str)]
+    known = [k for k in _CONF_KEYS if k in keys] or [k for k in keys if str(k).endswith(".conf")]
+    if len(known) != 1:
+        raise ConfError(
+            f"{source}: a ConfigMap, not a conf: its data has no single conf key (looked for "
+            f"{' or '.join(_CONF_KEYS)}, or one key ending in .conf; has "
+            f"{', '.join(map(str, keys)) or 'none'})")
+    return known[0], data[known[0]]
 
 
 def load_conf(path: str | Path | None, *, log_warnings: bool = True) -> SchedulerConf:

@@ -8,6 +8,7 @@ Volcano's absolute tolerance of 0.1 so that float noise never decides a placemen
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -64,11 +65,17 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, cut short: a hostile value can be megabytes long."""
+    return repr(text) if len(text) <= 40 else f"{text[:30]!r}... ({len(text)} characters)"
+
+
 @lru_cache(maxsize=8192)
 def _parse(text: str) -> Decimal:
     match = _QUANTITY.match(text.strip())
     if not match:
-        raise QuantityError(f"{text!r} is not a valid quantity (examples: 500m, 2, 1.5, 16Gi, 1e3)")
+        raise QuantityError(
+            f"{_shown(text)} is not a valid quantity (examples: 500m, 2, 1.5, 16Gi, 1e3)")
     try:
         number = Decimal(match["num"])
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
@@ -78,8 +85,11 @@ def _parse(text: str) -> Decimal:
         number *= _BINARY[suffix]
     elif suffix in _DECIMAL:
         number *= _DECIMAL[suffix]
-    else:  # exponent form, e.g. 1e3
-        number *= Decimal(10) ** int(suffix[1:])
+    else:  # exponent form, e.g. 1e3; an exponent past a float's range is refused by _scaled
+        exponent = suffix[1:].lstrip("+")
+        if len(exponent.lstrip("-0")) > 4:
+            raise QuantityError(f"{_shown(text)}: exponent out of range")
+        number = number.scaleb(int(exponent))
     return -number if match["sign"] == "-" else number
 
 
@@ -90,6 +100,10 @@ def parse_quantity(value: str | int | float) -> Decimal:
     """
     if isinstance(value, bool):
         raise QuantityError(f"bad quantity {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        # YAML's .inf and .nan, or a number past a float (1e400): JSON has no such number,
+        # so the API server never sees one
+        raise QuantityError(f"{value!r} is not a finite number")
     if isinstance(value, int | float):
         return Decimal(str(value))
     if not isinstance(value, str):
@@ -101,9 +115,11 @@ def _scaled(name: str, value: str | int | float) -> float:
     """A quantity in the unit the scheduler keeps for ``name`` (quantity strings are parsed
     through :func:`_parse`'s cache)."""
     quantity = parse_quantity(value)
-    if name in (MEMORY, PODS):
-        return float(quantity)
-    return float(quantity * 1000)
+    scaled = float(quantity) if name in (MEMORY, PODS) else float(quantity * 1000)
+    if not math.isfinite(scaled) or abs(scaled) >= UNLIMITED:
+        shown = _shown(value) if isinstance(value, str) else repr(value)
+        raise QuantityError(f"{shown} is too large (more than {UNLIMITED:.3g})")
+    return scaled
 
 
 _BYTE_SCALARS = frozenset({"ephemeral-storage", "koordinator.sh/gpu-memory",

@@ -6,7 +6,8 @@ has one: object names (``k8s.io/apimachinery/pkg/util/validation``: ``IsDNS1123S
 ``IsDNS1123Label``), a pod without containers and ``int32`` fields out of range
 (``pkg/apis/core/validation``, the CRDs' ``format: int32``), and a field of the wrong type where
 the parsers read it (a string where a map belongs: the server cannot even decode such an
-object). The parsers in this package read what the scheduler needs; these checks are only for
+object); labels, annotations and containers are :mod:`scheduler.api.validation_meta`'s. The
+parsers in this package read what the scheduler needs; these checks are only for
 objects that did not come from a server.
 """
 
@@ -16,7 +17,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scheduler.api.errors import ObjectError
+from scheduler.api.errors import ObjectError, shown
+from scheduler.api.validation_meta import containers_problem, metadata_problem
 
 __all__ = [
     "INT32_MAX",
@@ -101,15 +103,19 @@ def validate_object(kind: str, obj: Mapping[str, Any]) -> None:
     name_problem = (dns1123_label_problem if kind in _LABEL_NAMED
                     else dns1123_subdomain_problem)(name)
     if name_problem is not None:
-        raise err("metadata.name", f"Invalid value {name!r}: {name_problem}")
+        raise err("metadata.name", f"Invalid value {shown(name)}: {name_problem}")
     if kind in _NAMESPACED:
         raw_namespace = meta.get("namespace")
         if raw_namespace is not None and not isinstance(raw_namespace, str):
             raise err("metadata.namespace", f"must be a string, got {raw_namespace!r}")
         namespace_problem = dns1123_label_problem(namespace)
         if namespace_problem is not None:
-            raise err("metadata.namespace", f"Invalid value {namespace!r}: {namespace_problem}")
+            raise err("metadata.namespace",
+                      f"Invalid value {shown(namespace)}: {namespace_problem}")
     _check_shapes(obj, _SHAPES.get(kind, _COMMON_SHAPES), "", err)
+    problem = metadata_problem(meta)
+    if problem is not None:
+        raise err(*problem)
     check = _BY_KIND.get(kind)
     if check is not None:
         check(obj, err)
@@ -237,6 +243,9 @@ def _pod(obj: Mapping[str, Any], err: _Err) -> None:
     containers = spec.get("containers")
     if not containers:
         raise err("spec.containers", "Required value")
+    problem = containers_problem(spec)
+    if problem is not None:
+        raise err(*problem)
     _int32_field(spec, "priority", "spec.priority", err)
 
 

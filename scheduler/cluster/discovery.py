@@ -33,6 +33,9 @@ from typing import Any
 
 import yaml
 
+from scheduler.cluster.yamlload import load_all
+from scheduler.confyaml import load_yaml
+
 __all__ = [
     "API_VERSION",
     "CONFIG_KEY",
@@ -111,7 +114,7 @@ def parse_discovery_config(text: str, *, source: str) -> DiscoveryConfig:
     (discovery/label/label.go:231, 264: a type with a name over 20 characters or a repeated
     label is skipped, the last label, the hostname level, is dropped)."""
     try:
-        document = yaml.safe_load(text) if text.strip() else {}
+        document = load_yaml(text) if text.strip() else {}
     except yaml.YAMLError as error:
         raise DiscoveryConfigError(f"{source}: not YAML: {error}") from error
     if document is None:
@@ -154,7 +157,7 @@ def config_text(text: str, *, source: str) -> str:
     """The ``volcano-controller.conf`` text of a file that holds either that text itself or a
     ConfigMap carrying it under that key (as ``kubectl get cm -o yaml`` writes it)."""
     try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        documents = [doc for doc in load_all(text) if doc is not None]
     except yaml.YAMLError as error:
         raise DiscoveryConfigError(f"{source}: not YAML: {error}") from error
     maps = [doc for doc in documents if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap"]

@@ -33,14 +33,17 @@ from scheduler.api.queue import queue_from_object
 from scheduler.api.task import task_from_pod
 from scheduler.api.validation import validate_object
 from scheduler.cache.dra import DRA_API_VERSION, DRA_KINDS, check_dra_object
+from scheduler.cluster.manifest_warnings import cross_warnings, unread_file_warning
 from scheduler.cluster.yamlload import load_all_marked
-from scheduler.confyaml import UnreadableFile, read_text, source_name
+from scheduler.confyaml import STDIN, UnreadableFile, read_text, source_name
 
 __all__ = [
     "BUILT_IN_PRIORITY_CLASSES",
     "KINDS",
+    "MANIFEST_SUFFIXES",
     "Manifest",
     "ManifestError",
+    "expand_paths",
     "load_manifests",
     "object_key",
     "parse_documents",
@@ -103,7 +106,7 @@ def parse_documents(text: str, *, source: str) -> list[Manifest]:
     out: list[Manifest] = []
     number = 0
     try:
-        documents = load_all_marked(text, timestamps_as_text=True)
+        documents = load_all_marked(text, timestamps_as_text=True, unique_keys=True)
         for number, (doc, shares) in enumerate(documents, start=1):
             out.extend(_expand(f"{source}#{number}", doc, private=not shares))
     except yaml.YAMLError as exc:
@@ -194,6 +197,28 @@ def _check_priority_classes(manifests: Iterable[Manifest]) -> None:
             )
 
 
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""What ``kubectl apply -f DIR`` reads of a directory (not its subdirectories)."""
+
+
+class _EmptyDirectory(str):
+    """A directory given as a path that holds no manifest files."""
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[str | Path]:
+    """``paths`` with each directory replaced by its manifest files in name order, as
+    ``kubectl apply -f DIR`` reads it (standard input, ``-``, stays as it is)."""
+    out: list[str | Path] = []
+    for path in paths:
+        if str(path) != STDIN and Path(path).is_dir():
+            found = sorted(str(child) for child in Path(path).iterdir()
+                           if child.suffix in MANIFEST_SUFFIXES and child.is_file())
+            out.extend(found or [_EmptyDirectory(path)])
+        else:
+            out.append(path)
+    return out
+
+
 def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[str]]:
     """Read, expand and check manifests. Returns the usable objects and warnings for skipped
     ones and for files without objects; raises :class:`ManifestError` on the first broken
@@ -204,8 +229,12 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
     parsed = PodParseMemo()  # a job's pods usually share one spec
     empty: list[str] = []
     files = 0
-    for path in paths:
+    for path in expand_paths(paths):
         files += 1
+        if isinstance(path, _EmptyDirectory):
+            empty.append(str(path))
+            warnings.append(f"{path}: no .yaml, .yml or .json files in the directory")
+            continue
         try:
             text = read_text(path)
         except UnreadableFile as exc:
@@ -215,6 +244,10 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
         if not documents:
             empty.append(name)
             warnings.append(f"{name}: no objects in the file")
+        unread = [m.kind or "object without kind" for m in documents if m.kind not in KINDS]
+        if documents and len(unread) == len(documents):
+            warnings.append(unread_file_warning(name, unread, KINDS))
+            continue
         for manifest in documents:
             if manifest.kind not in KINDS:
                 name = (manifest.obj.get("metadata") or {}).get("name", "")
@@ -235,4 +268,5 @@ def load_manifests(paths: Iterable[str | Path]) -> tuple[list[Manifest], list[st
     if empty and len(empty) == files:
         raise ManifestError(f"no objects in {', '.join(empty)}")
     _check_priority_classes(manifests)
+    warnings.extend(cross_warnings(manifests, key=object_key))
     return manifests, warnings

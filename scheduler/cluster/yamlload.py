@@ -24,7 +24,9 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-__all__ = ["load_all", "load_all_marked"]
+from scheduler.confyaml import YamlTooLarge, check_expansion, check_nesting, may_alias
+
+__all__ = ["RepeatedKeyError", "load_all", "load_all_marked"]
 
 _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP = "tag:yaml.org,2002:map"
@@ -38,10 +40,16 @@ _DEFAULT_TAGS = {ScalarNode: _STR, SequenceNode: _SEQ, MappingNode: _MAP}
 class _Loader(_BASE):
     """libyaml's safe loader with a per-load memo of plain scalars' resolved tags."""
 
-    def __init__(self, stream: str, *, timestamps_as_text: bool = False) -> None:
+    def __init__(self, stream: str, *, timestamps_as_text: bool = False,
+                 unique_keys: bool = False) -> None:
         super().__init__(stream)
         self.plain_tags: dict[str, str] = {}
         self.timestamps_as_text = timestamps_as_text
+        self.unique_keys = unique_keys
+        self.may_alias = may_alias(stream)
+        self.aliased = False
+        """Whether the current document used an alias of a map or list (its expansion is
+        then checked once it is built, still shared)."""
         self.shares = False
         """Whether the current document may use one map or list in two places (an alias,
         or a node left to PyYAML, which shares what it built for an anchor)."""
@@ -67,6 +75,7 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
     done = shared.get(id(node))
     if done is not None:
         loader.shares = True
+        loader.aliased = True
         return done  # an alias of a node built already
     if kind is MappingNode and tag == _MAP:
         mapping: dict[Any, Any] = {}
@@ -80,7 +89,7 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
                 # (an alias to one of those values is an equal copy: ``shares`` says so).
                 del shared[id(node)]
                 loader.shares = True
-                return loader.construct_object(node, deep=True)
+                return _construct(node, loader)
             else:
                 key = _build(key_node, loader, shared)
                 try:
@@ -93,6 +102,8 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
                 mapping[key] = value_node.value
             else:
                 mapping[key] = _build(value_node, loader, shared)
+        if len(mapping) != len(node.value) and loader.unique_keys:
+            _refuse_repeated_key(node)
         return mapping
     if kind is SequenceNode and tag == _SEQ:
         sequence: list[Any] = []
@@ -104,6 +115,33 @@ def _build(node: Node, loader: _Loader, shared: dict[int, Any]) -> Any:
         ])
         return sequence
     loader.shares = True
+    return _construct(node, loader)
+
+
+class RepeatedKeyError(yaml.YAMLError):
+    """A key written twice in one map, where keys must be unique."""
+
+
+def _refuse_repeated_key(node: Node) -> None:
+    """A key written twice in one map: kubectl (go-yaml v3) refuses the file, where PyYAML
+    would keep the later value silently (a later, empty ``resources:`` would drop requests)."""
+    first: dict[tuple[str, str], int] = {}
+    for key_node, _ in node.value:
+        if type(key_node) is not ScalarNode:
+            continue
+        key = (key_node.tag, key_node.value)
+        if key in first:
+            raise RepeatedKeyError(
+                f"line {key_node.start_mark.line + 1}: mapping key {key_node.value!r} already "
+                f"defined at line {first[key]}")
+        first[key] = key_node.start_mark.line + 1
+
+
+def _construct(node: Node, loader: _Loader) -> Any:
+    """PyYAML's construction, which expands merge keys (``<<: *a``) as it goes: a node that
+    may hold an alias is checked for a bomb first."""
+    if loader.may_alias:
+        check_expansion(node)
     return loader.construct_object(node, deep=True)
 
 
@@ -114,17 +152,26 @@ def load_all(text: str) -> Iterator[Any]:
 
 
 def load_all_marked(
-    text: str, *, timestamps_as_text: bool = False
+    text: str, *, timestamps_as_text: bool = False, unique_keys: bool = False
 ) -> Iterator[tuple[Any, bool]]:
     """As :func:`load_all`, each document with whether it may use one map or list in two
     places (False: every map and list in it is its own, so it can be changed in place).
     With ``timestamps_as_text`` a plain scalar that looks like a timestamp stays a string, as
-    Kubernetes reads it."""
-    loader = _Loader(text, timestamps_as_text=timestamps_as_text)
+    Kubernetes reads it; with ``unique_keys`` a key written twice in one map is a
+    :class:`RepeatedKeyError`, as kubectl refuses it. An alias bomb or nesting too deep raises
+    :class:`~scheduler.confyaml.YamlTooLarge` before the document is built."""
+    check_nesting(text)
+    loader = _Loader(text, timestamps_as_text=timestamps_as_text, unique_keys=unique_keys)
     try:
         while loader.check_node():
-            loader.shares = False
-            document = _build(loader.get_node(), loader, {})
+            loader.shares = loader.aliased = False
+            node = loader.get_node()
+            try:
+                document = _build(node, loader, {})
+            except RecursionError:
+                raise YamlTooLarge("maps and lists nested too deep to load") from None
+            if loader.aliased:  # built with aliases shared; refused before anyone expands it
+                check_expansion(node)
             # what PyYAML's construct_document resets between documents
             loader.constructed_objects = {}
             loader.recursive_objects = {}

@@ -68,7 +68,7 @@ COMMANDS: dict[str, Command] = {
     "run": Command("schedule pods on a Kubernetes cluster",
                    (("scheduler.commands.cli", "add_run_command"),),
                    needs=("scheduler.cluster.kube.run", "kubernetes")),
-    "completion": Command("print a shell completion script (bash, zsh or tcsh)",
+    "completion": Command("print a shell completion script (bash, zsh, tcsh or fish)",
                           (("scheduler.commands.cli", "add_completion_command"),),
                           needs=("shtab",)),
 }
@@ -130,10 +130,33 @@ def add_conf_arguments(sub: argparse._SubParsersAction) -> None:
     check.set_defaults(func=_conf_check)
 
 
+_FILE_METAVARS = frozenset({"FILE", "CONF", "PATH", "CSV", "FOLDER"})
+_DIR_METAVARS = frozenset({"DIR"})
+
+
+def _complete_paths(parser: argparse.ArgumentParser, *, files: object, dirs: object) -> None:
+    """Mark every argument that names a file (or a directory) for shtab, so that the shell
+    completes paths there instead of offering nothing (bash then only rings the bell)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _complete_paths(child, files=files, dirs=dirs)
+        elif action.metavar in _FILE_METAVARS:
+            action.complete = files  # type: ignore[attr-defined]
+        elif action.metavar in _DIR_METAVARS:
+            action.complete = dirs  # type: ignore[attr-defined]
+
+
 def _completion(args: argparse.Namespace) -> int:
     import shtab
 
-    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    if args.shell not in shtab.SUPPORTED_SHELLS:
+        print(f"error: the installed shtab ({shtab.__version__}) writes no {args.shell} "
+              "completion; upgrade it (pip install -U shtab)", file=sys.stderr)
+        return 1
+    parser = build_parser()
+    _complete_paths(parser, files=shtab.FILE, dirs=shtab.DIRECTORY)
+    sys.stdout.write(shtab.complete(parser, shell=args.shell))
     return 0
 
 
@@ -143,8 +166,9 @@ def add_completion_command(sub: argparse._SubParsersAction) -> None:
         description="Print a completion script for lahar. bash: "
         "'source <(lahar completion bash)', or save it in "
         "/etc/bash_completion.d/lahar; zsh: save 'lahar completion zsh' as _lahar in a folder "
-        "of $fpath.")
-    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell")
+        "of $fpath; fish: 'lahar completion fish > ~/.config/fish/completions/lahar.fish'. "
+        "FILE and --conf complete file names.")
+    completion.add_argument("shell", choices=("bash", "zsh", "tcsh", "fish"), help="the shell")
     completion.set_defaults(func=_completion)
 
 
@@ -189,10 +213,43 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
+def _valued_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The long options of ``parser`` and its subcommands that take one value."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _valued_options(sub)
+        elif isinstance(action, argparse._StoreAction) and action.nargs is None:
+            found.update(o for o in action.option_strings if o.startswith("--"))
+    return found
+
+
+def _negative_values_attached(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--flag -1s`` as ``--flag=-1s``: argparse takes a value that starts with ``-`` and is
+    not a plain number for an option and says "expected one argument"; attached, the value
+    reaches the flag's own check, which says what is wrong with it."""
+    valued = _valued_options(parser)
+    out: list[str] = []
+    skip = False
+    for i, word in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if word in valued and following[:1] == "-" and following[1:2].isdigit():
+            out.append(f"{word}={following}")
+            skip = True
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(words)
-    args = build_parser(only=command or "").parse_args(words)
+    parser = build_parser(only=command or "")
+    args = parser.parse_args(_negative_values_attached(words, parser))
     import structlog
 
     structlog.configure(

@@ -1,4 +1,5 @@
-"""``lahar device report --dry-run``: print the Device object this machine would report."""
+"""``lahar device report``: print the Device object this machine would report (the node agent
+writes it)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ def add_device_arguments(sub: Any) -> None:
     device_sub = device.add_subparsers(dest="device_command", required=True)
     report = device_sub.add_parser(
         "report", help="the Koordinator Device object of this machine's NVIDIA GPUs")
-    report.add_argument("--dry-run", action="store_true", required=True,
-                        help="print the object instead of writing it (the only mode so far)")
+    report.add_argument("--dry-run", action="store_true",
+                        help="accepted for older scripts: the report is always printed, never "
+                             "written (lahar node-agent writes it)")
     report.add_argument("--node-name", default=None,
                         help="Device object name (default: $NODE_NAME, else the host name)")
     report.add_argument("--sysfs", default="/sys", metavar="DIR",
@@ -42,7 +44,7 @@ def report_main(args: argparse.Namespace, *, loader: Loader = load_nvml,
             print(f"no NVIDIA GPUs on this machine: no NVIDIA driver ({driver_dir} is "
                   f"absent); nothing to report")
             return 0
-        print("error: reading GPUs needs nvidia-ml-py (pip install 'lahar[nodeagent]')",
+        print("error: reading GPUs needs nvidia-ml-py (pip install -e '.[nodeagent]' in the clone)",
               file=sys.stderr)
         return 1
     try:

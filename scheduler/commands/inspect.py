@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api.resource import QuantityError, parse_quantity
-from scheduler.cluster.manifests import ManifestError, parse_documents
+from scheduler.cluster.manifests import ManifestError, expand_paths, parse_documents
 from scheduler.commands.tables import table_lines
 from scheduler.confyaml import UnreadableFile, read_text
 from scheduler.devices.codec import (
@@ -292,10 +292,24 @@ def add_inspect_arguments(sub: Any) -> None:
         "gpushare", help="GPU memory used/total per node and card, and the pods on each card")
     gpus.add_argument("files", nargs="*", metavar="FILE",
                       help="YAML/JSON manifests or v1 Lists (e.g. lahar simulate -o yaml)")
-    gpus.add_argument("--kubeconfig", help="read Nodes and Pods from this cluster instead")
+    add_cluster_arguments(gpus, "Nodes and Pods")
     gpus.add_argument("-o", "--output", choices=("table", "json"), default="table",
                       help="a table per node and card, or the report as JSON (default: table)")
     gpus.set_defaults(func=_inspect_gpushare)
+
+
+KUBECONFIG_HELP = ("kubeconfig file (default: in-cluster service account, else $KUBECONFIG's "
+                   "first file, else ~/.kube/config)")
+CONTEXT_HELP = "the kubeconfig context to use (default: its current-context)"
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--kubeconfig`` and ``--context``, read as by ``lahar run`` and ``lahar node-agent``:
+    without FILEs the report reads ``what`` from the cluster they name."""
+    parser.add_argument("--kubeconfig", default=None, metavar="PATH",
+                        help=f"without FILEs, {what} are read from the cluster; "
+                             f"{KUBECONFIG_HELP}")
+    parser.add_argument("--context", default=None, help=CONTEXT_HELP)
 
 
 def _inspect_gpushare(args: argparse.Namespace) -> int:
@@ -309,8 +323,10 @@ def run_inspect(args: argparse.Namespace, *, collections: Sequence[tuple[str, st
     """One ``lahar inspect`` report: objects from ``args.files`` or from the cluster's
     ``collections`` (API path, kind), ``build`` makes the report (with ``warnings``), printed
     as a table or as JSON."""
-    if bool(args.files) == bool(args.kubeconfig):
-        print("error: give manifest FILEs or --kubeconfig (one of the two)", file=sys.stderr)
+    context = getattr(args, "context", None)
+    if args.files and (args.kubeconfig or context):
+        print("error: give manifest FILEs or read the cluster (--kubeconfig, --context), not "
+              "both", file=sys.stderr)
         return 2
     if args.files:
         try:
@@ -319,8 +335,15 @@ def run_inspect(args: argparse.Namespace, *, collections: Sequence[tuple[str, st
             print(f"error: {exc}", file=sys.stderr)
             return 2
     else:
+        from scheduler.cluster.kube.kubeconfig import ConfigError, load_client_config
+
+        try:  # no FILEs and no cluster either: a usage error, as before anything is read
+            load_client_config(kubeconfig=args.kubeconfig, context=context)
+        except ConfigError as exc:
+            print(f"error: give manifest FILEs or --kubeconfig ({exc})", file=sys.stderr)
+            return 2
         try:
-            objects = _from_cluster(args.kubeconfig, collections)
+            objects = _from_cluster(args.kubeconfig, context, collections)
         except Exception as exc:  # cluster unreachable, bad kubeconfig, forbidden
             print(f"error: cannot read the cluster: {exc}", file=sys.stderr)
             return 1
@@ -338,22 +361,27 @@ def _from_files(paths: Sequence[str]) -> list[Obj]:
     """Every object of the files; a file without any is a warning, as in ``lahar simulate``
     (no objects at all is a report of nothing, not an error: a cluster may have no GPUs)."""
     objects: list[Obj] = []
-    for path in paths:
+    for path in expand_paths(paths):
         try:
             text = read_text(path)
         except UnreadableFile as exc:
             raise ManifestError(str(exc)) from None
-        documents = parse_documents(text, source=path)
+        documents = parse_documents(text, source=str(path))
+        for manifest in documents:
+            if not manifest.kind:  # e.g. JSON of something else: a report of it would be empty
+                raise ManifestError(f"{manifest.source}: not a Kubernetes object or List "
+                                    "(it has no kind)")
         if not documents:
             print(f"warning: {path}: no objects in the file", file=sys.stderr)
         objects.extend(m.obj for m in documents)
     return objects
 
 
-def _from_cluster(kubeconfig: str, collections: Sequence[tuple[str, str]]) -> list[Obj]:
+def _from_cluster(kubeconfig: str | None, context: str | None,
+                  collections: Sequence[tuple[str, str]]) -> list[Obj]:
     from scheduler.cluster.kube.client import KubeClient
 
-    client = KubeClient.from_flags(kubeconfig=kubeconfig, qps=50.0, burst=100)
+    client = KubeClient.from_flags(kubeconfig=kubeconfig, context=context, qps=50.0, burst=100)
     try:
         return [obj for path, kind in collections for obj in _list(client, path, kind)]
     finally:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.commands.inspect import run_inspect
+from scheduler.commands.inspect import add_cluster_arguments, run_inspect
 from scheduler.commands.tables import table_lines
 from scheduler.devices.finegrained.ledger import (
     AllocationError,
@@ -173,7 +173,7 @@ def add_inspect_devices(sub: Any) -> None:
                         "device and minor, and the pods holding each")
     parser.add_argument("files", nargs="*", metavar="FILE",
                         help="YAML/JSON manifests or v1 Lists (e.g. lahar simulate -o yaml)")
-    parser.add_argument("--kubeconfig", help="read Devices and Pods from this cluster instead")
+    add_cluster_arguments(parser, "Devices and Pods")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="a table per device and minor, or the report as JSON "
                              "(default: table)")

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from scheduler.api.resource import parse_quantity
-from scheduler.commands.inspect import run_inspect
+from scheduler.commands.inspect import add_cluster_arguments, run_inspect
 from scheduler.commands.tables import table_lines
 
 __all__ = ["DraDevice", "DraReport", "add_inspect_dra", "inspect_dra", "pod_device_rows",
@@ -239,8 +239,7 @@ def add_inspect_dra(sub: Any) -> None:
                     "claims holding each and the capacity shared devices give out")
     parser.add_argument("files", nargs="*", metavar="FILE",
                         help="YAML/JSON manifests or v1 Lists (e.g. lahar simulate -o yaml)")
-    parser.add_argument("--kubeconfig", help="read ResourceSlices and ResourceClaims from this "
-                                             "cluster instead")
+    add_cluster_arguments(parser, "ResourceSlices and ResourceClaims")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="a table per device, or the report as JSON (default: table)")
     parser.set_defaults(func=_inspect_dra)

@@ -36,7 +36,7 @@ from scheduler.api.resource import (
     resource_from_list,
 )
 from scheduler.api.task import group_of
-from scheduler.commands.inspect import run_inspect
+from scheduler.commands.inspect import add_cluster_arguments, run_inspect
 from scheduler.commands.tables import table_lines
 
 __all__ = ["JobPlacement", "TopologyReport", "add_inspect_topology", "inspect_topology",
@@ -406,15 +406,14 @@ def add_inspect_topology(sub: Any) -> None:
                          "jobs placed in each")
     parser.add_argument("files", nargs="*", metavar="FILE",
                         help="YAML/JSON manifests or v1 Lists (e.g. lahar simulate -o json)")
-    parser.add_argument("--kubeconfig",
-                        help="read HyperNodes, Nodes, Pods and PodGroups from this cluster")
+    add_cluster_arguments(parser, "HyperNodes, Nodes, Pods and PodGroups")
     parser.add_argument("-o", "--output", choices=("tree", "json"), default="tree",
                         help="a tree picture, or the whole tree as JSON (default: tree)")
-    parser.add_argument("--nodes", type=int, default=3, metavar="N",
+    parser.add_argument("--nodes", type=_count, default=3, metavar="N",
                         help="node lines shown under each HyperNode before the rest are "
                              "counted (default 3; 0 hides them)")
     parser.add_argument("--all-nodes", action="store_true", help="list every node")
-    parser.add_argument("--jobs", type=int, default=3, metavar="N",
+    parser.add_argument("--jobs", type=_count, default=3, metavar="N",
                         help="jobs named on each line before the rest are counted (default 3)")
     parser.add_argument("--hypernode", default="", metavar="NAME",
                         help="draw only this HyperNode and what is under it")
@@ -429,3 +428,14 @@ def _inspect_topology(args: argparse.Namespace) -> int:
                                           (PODGROUPS_PATH, "PodGroup")),
                        build=inspect_topology, to_json=topology_json,
                        to_table=lambda report: render_topology(report, options))
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value

@@ -41,7 +41,9 @@ def add_node_agent_arguments(sub: Any) -> None:
                        help="this node (default: $NODE_NAME, else the host name)")
     where.add_argument("--kubeconfig", default=None,
                        help="kubeconfig file (default: in-cluster service account, else "
-                            "$KUBECONFIG or ~/.kube/config)")
+                            "$KUBECONFIG's first file, else ~/.kube/config)")
+    where.add_argument("--context", default=None,
+                       help="the kubeconfig context to use (default: its current-context)")
     where.add_argument("--master", default=None, help="API server address (overrides the "
                                                       "kubeconfig's)")
     where.add_argument("--kubelet-dir", default=DEVICE_PLUGIN_DIR, metavar="DIR",
@@ -121,6 +123,44 @@ def add_node_agent_arguments(sub: Any) -> None:
     agent.set_defaults(func=node_agent_main)
 
 
+def check_node_agent_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags, the files they name and the kubeconfig, checked before
+    anything starts (None: nothing); each message names the flag or the file."""
+    for flag, value, least in (("--fake-gpus", args.fake_gpus, 0),
+                               ("--split-count", args.split_count, 1),
+                               ("--gpu-memory-factor", args.gpu_memory_factor, 1)):
+        if value is not None and value < least:  # None: the default is resolved later
+            return f"{flag}: must be at least {least}, got {value}"
+    for flag, seconds in (("--health-interval", args.health_interval),
+                          ("--report-period", args.report_period)):
+        if not seconds > 0 or seconds == float("inf"):
+            return f"{flag}: must be a number of seconds above 0, got {seconds:g}"
+    if args.fake_gpus:
+        from scheduler.api.resource import QuantityError, parse_quantity
+
+        try:
+            memory = parse_quantity(args.fake_gpu_memory)
+        except QuantityError as exc:
+            return f"--fake-gpu-memory: {exc}"
+        if not memory > 0:
+            return f"--fake-gpu-memory: must be above 0, got {args.fake_gpu_memory!r}"
+    for flag, path in (("--fake-inventory", args.fake_inventory),
+                       ("--scheduler-conf", args.scheduler_conf)):
+        if path and not os.access(path, os.R_OK):
+            why = "no such file" if not os.path.exists(path) else "not readable"
+            return f"{flag} {path}: {why}"
+    if not os.path.isdir(args.kubelet_dir):
+        return (f"--kubelet-dir {args.kubelet_dir}: no such directory (kubelet's device "
+                "plugin directory, where kubelet.sock is)")
+    from scheduler.cluster.kube.kubeconfig import ConfigError, load_client_config
+
+    try:
+        load_client_config(kubeconfig=args.kubeconfig, master=args.master, context=args.context)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def _families(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
@@ -173,8 +213,17 @@ def _source(args: argparse.Namespace, node: str) -> Any:
     if args.fake_inventory:
         import yaml
 
-        with open(args.fake_inventory, encoding="utf-8") as f:
-            return FakeSource(inventory_from_yaml(node, yaml.safe_load(f)))
+        from scheduler.confyaml import load_yaml, read_text
+        from scheduler.devices.node.inventory import InventoryError
+
+        try:
+            inventory = inventory_from_yaml(node, load_yaml(read_text(args.fake_inventory)))
+            negative = [gpu.index for gpu in inventory.gpus if gpu.memory < 0]
+            if negative:
+                raise InventoryError(f"gpus[{negative[0]}]: memory must not be negative")
+        except (InventoryError, yaml.YAMLError) as exc:  # read_text's errors name the file
+            raise InventoryError(f"--fake-inventory {args.fake_inventory}: {exc}") from None
+        return FakeSource(inventory)
     if args.fake_gpus:
         memory = int(parse_quantity(args.fake_gpu_memory))
         return FakeSource(Inventory(gpus=fake_gpus(node, args.fake_gpus, memory),
@@ -194,12 +243,16 @@ def _events(source: Any) -> Any:
 
 
 def node_agent_main(args: argparse.Namespace) -> int:
+    problem = check_node_agent_args(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         import google.protobuf  # noqa: F401
         import grpc  # noqa: F401
     except ImportError as exc:
         print(f"error: lahar node-agent needs grpcio and protobuf ({exc}); "
-              f"pip install 'lahar[nodeagent]'", file=sys.stderr)
+              f"pip install -e '.[nodeagent]' in the clone", file=sys.stderr)
         return 1
     from scheduler.devices.node.agent import NodeAgent
     from scheduler.devices.node.inventory import InventoryError
@@ -218,8 +271,8 @@ def node_agent_main(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ImportError:
-        print("error: reading GPUs needs nvidia-ml-py (pip install 'lahar[nodeagent]'); "
-              "use --fake-gpus on a machine without GPUs", file=sys.stderr)
+        print("error: reading GPUs needs nvidia-ml-py (pip install -e '.[nodeagent]' in the "
+              "clone); use --fake-gpus on a machine without GPUs", file=sys.stderr)
         return 1
     except Exception as exc:  # NVML cannot start: no driver
         print(f"error: NVML cannot start ({exc}): no NVIDIA driver or GPU; use --fake-gpus "
@@ -232,8 +285,14 @@ def node_agent_main(args: argparse.Namespace) -> int:
                       kubelet_dir=args.kubelet_dir, checkpoint_path=checkpoint,
                       health_interval=args.health_interval, report_period=args.report_period,
                       events=_events(source), xid_recovery=args.xid_recovery)
-    stop, restart = threading.Event(), threading.Event()
-    set_on_signals({signal.SIGTERM: stop, signal.SIGINT: stop, signal.SIGHUP: restart})
+    stop, restart, interrupted = threading.Event(), threading.Event(), threading.Event()
+    set_on_signals({signal.SIGTERM: stop, signal.SIGINT: interrupted, signal.SIGHUP: restart})
+
+    def stop_on_interrupt() -> None:
+        interrupted.wait()
+        stop.set()
+
+    threading.Thread(target=stop_on_interrupt, daemon=True, name="interrupt").start()
     try:
         agent.start()
     except OSError as exc:
@@ -244,17 +303,25 @@ def node_agent_main(args: argparse.Namespace) -> int:
         from scheduler.cluster.kube.client import KubeClient
         from scheduler.cluster.kube.nodeaccess import KubeNodeAccess
 
-        client = KubeClient.from_flags(kubeconfig=args.kubeconfig, master=args.master)
+        client = KubeClient.from_flags(kubeconfig=args.kubeconfig, master=args.master,
+                                       context=args.context)
     except BaseException:
         access.connect(None)
         agent.stop()
         raise
     node_access = KubeNodeAccess(client)
-    access.connect(node_access)
+    access.connect(node_access, host=client.host)
     agent.wait(stop, restart)
     node_access.close()
     client.close()
+    if interrupted.is_set():
+        print("lahar node-agent: interrupted (Ctrl-C); stopped.", file=sys.stderr)
+        return INTERRUPTED
     return 0
+
+
+INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
 
 
 class _DeferredAccess:
@@ -264,14 +331,30 @@ class _DeferredAccess:
     def __init__(self) -> None:
         self._ready = threading.Event()
         self._access: Any = None
+        self._host = ""
 
-    def connect(self, access: Any) -> None:
-        """Hand over the access (None: there will be none, and waiting calls fail)."""
+    def connect(self, access: Any, *, host: str = "") -> None:
+        """Hand over the access (None: there will be none, and waiting calls fail); ``host``
+        is named in the errors of calls that cannot reach it."""
         self._access = access
+        self._host = host
         self._ready.set()
 
     def __getattr__(self, name: str) -> Any:
         self._ready.wait()
         if self._access is None:
             raise RuntimeError("no connection to the API server")
-        return getattr(self._access, name)
+        found = getattr(self._access, name)
+        return _naming_host(found, self._host) if callable(found) and self._host else found
+
+
+def _naming_host(call: Any, host: str) -> Any:
+    """``call``, whose connection errors say which API server could not be reached."""
+
+    def named(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except (ConnectionError, TimeoutError, socket.gaierror) as exc:
+            raise type(exc)(f"API server {host}: {exc}") from exc
+
+    return named

@@ -7,8 +7,8 @@ Runs every (trace, policy, seed) of the command line with :func:`scheduler.repla
 - ``summary.csv``: medians over seeds at 95/100/110/130 % arrived;
 - ``replay.png``: unallocated GPU % against arrived %, one panel per trace, our median curves
   and, where published, the paper's (``fgd-results/analysis_allo_discrete.csv``) dashed.
-  matplotlib is an optional extra (``pip install 'lahar[replay]'``); without it the PNG is
-  skipped with a message;
+  matplotlib is an optional extra (``pip install -e '.[replay]'`` in the clone); without it
+  the PNG is skipped with a message;
 - with ``--bound``, ``bound.csv``: per trace and seed, the unallocated GPU % that no placement
   of the same pods can go below at 95/100/110/130 % arrived
   (:mod:`scheduler.replay.bound`; needs scipy, in the same extra), drawn as black crosses.
@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scheduler.cluster.kube.flags import positive_int
+from scheduler.commands.tables import table_lines
 from scheduler.devices.finegrained.placement import (
     LEARNING_POLICIES,
     PLACEMENT_POLICIES,
@@ -47,6 +49,7 @@ from scheduler.replay.bound import (
 from scheduler.replay.metrics import (
     PaperCurves,
     RunCurve,
+    SummaryRow,
     read_paper_allocation,
     read_run_csv,
     summarize,
@@ -99,6 +102,19 @@ def parse_policy_args(items: Sequence[str], policies: Sequence[str]
     return tuple(sorted(parsed.items()))
 
 
+def summary_table(rows: Sequence[SummaryRow]) -> list[str]:
+    """summary.csv's medians as a table for the terminal."""
+    if not rows:
+        return []
+    lines = [["TRACE", "POLICY", "ARRIVED %", "SEEDS", "UNALLOCATED GPU % (P25-P75)",
+              "FRAG %", "FAILED PODS"]]
+    lines += [[row.trace, row.policy, str(row.arrived_pct), str(row.seeds),
+               f"{row.unallocated_pct_median:.2f} ({row.unallocated_pct_p25:.2f}-"
+               f"{row.unallocated_pct_p75:.2f})", f"{row.frag_amount_pct_median:.2f}",
+               f"{row.failed_pods_median:g}"] for row in rows]
+    return table_lines(lines)
+
+
 def parse_seeds(text: str) -> list[int]:
     """``42-51``, ``42,45`` or a mix; raises ``ValueError`` with the offending part."""
     seeds: list[int] = []
@@ -106,12 +122,13 @@ def parse_seeds(text: str) -> list[int]:
         part = part.strip()
         low, dash, high = part.partition("-")
         try:
-            if dash:
-                seeds.extend(range(int(low), int(high) + 1))
-            else:
-                seeds.append(int(part))
+            first, last = (int(low), int(high)) if dash else (int(part), int(part))
         except ValueError:
             raise ValueError(f"--seeds: {part!r} is not a seed or a range like 42-51") from None
+        if first > last:
+            raise ValueError(f"--seeds: range {part!r} is empty (its start is above its end; "
+                             f"write {last}-{first})")
+        seeds.extend(range(first, last + 1))
     if not seeds:
         raise ValueError("--seeds: no seed given")
     return seeds
@@ -126,7 +143,8 @@ def _plot(curves: list[RunCurve], *, sources: TraceSources, path: Path,
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return ["matplotlib is not installed (pip install 'lahar[replay]'): replay.png skipped"]
+        return ["matplotlib is not installed (pip install -e '.[replay]' in the clone): "
+                "replay.png skipped"]
     from scheduler.replay.plot import draw_panels
 
     lines: list[str] = []
@@ -229,8 +247,11 @@ def _replay(args: argparse.Namespace) -> int:
         results = run_all(runs, jobs, progress)
         progress.close()
         curves = [read_run_csv(Path(path)) for path, _ in sorted(results)]
-        write_summary_csv(out / "summary.csv", summarize(curves))
+        summary = summarize(curves)
+        write_summary_csv(out / "summary.csv", summary)
         per_pod = sum(s for _, s in results) / len(results)
+        for line in summary_table(summary):
+            print(line)
         print(f"{len(runs)} run(s); {1000 * per_pod:.1f} ms per pod; "
               f"wrote {out / 'summary.csv'}")
         bound: dict[str, dict[int, float]] | None = None
@@ -275,7 +296,7 @@ def add_replay_arguments(sub: Any) -> None:
     replay.add_argument("--seeds", default="42", help="seeds, e.g. 42-51 or 42,43 (default 42)")
     replay.add_argument("--tune", type=float, default=1.3,
                         help="submit pods up to this × the GPU capacity, above 0 (default 1.3)")
-    replay.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    replay.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
                         help="runs side by side in processes (default: the machine's cores)")
     replay.add_argument("--out", default="replay-out",
                         help="output folder, created if absent (default replay-out)")

@@ -100,6 +100,11 @@ def discover_hypernodes(manifests: list[Manifest], path: str, *,
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    args.files = [*args.files, *args.filenames]
+    if not args.files:
+        print("error: give at least one FILE (a manifest, a directory of them, or - for "
+              "standard input)", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     progress = Ticker(sys.stderr, prefix="lahar simulate")
     state: dict[str, Any] = {"cycles": 0, "writing": False}
@@ -112,6 +117,10 @@ def _simulate(args: argparse.Namespace) -> int:
                 else "nothing was written")
         print(f"\nlahar simulate: interrupted (Ctrl-C) {done}; {what}.", file=sys.stderr)
         return INTERRUPTED
+    finally:
+        from scheduler.commands.warnlines import restore_logging
+
+        restore_logging()
 
 
 def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
@@ -143,6 +152,10 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
             return 2
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    from scheduler.cluster.manifests import object_key
+    from scheduler.commands.warnlines import configure_warning_lines, object_sources
+
+    configure_warning_lines(object_sources(manifests, key=object_key))
 
     def on_cycle(result: SimulationResult) -> None:
         state["cycles"] = result.cycles
@@ -197,9 +210,12 @@ def add_simulate_arguments(sub: Any) -> None:
         "HyperNodes from manifests, schedule until a cycle changes nothing, and print the "
         "cluster after. Exit status: 0 done, 2 bad input, 130 interrupted.")
     sim.add_argument(
-        "files", nargs="+", metavar="FILE",
-        help="YAML or JSON manifests (multi-document or a v1 List)",
+        "files", nargs="*", metavar="FILE",
+        help="YAML or JSON manifests (multi-document or a v1 List), a directory of them (its "
+             ".yaml, .yml and .json files, as kubectl -f DIR reads it), or - for standard input",
     )
+    sim.add_argument("-f", "--filename", dest="filenames", action="append", default=[],
+                     metavar="FILE", help="a FILE as kubectl takes it (repeatable)")
     sim.add_argument("--conf", metavar="CONF",
                      help="scheduler conf (Volcano format); the built-in default if omitted")
     sim.add_argument(

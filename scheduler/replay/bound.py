@@ -13,8 +13,8 @@ packing for a relaxation of the cluster, so the result is a bound, never an esti
 The packing is an integer program in the arc-flow form (a card is a path 0 → 1000 in steps of
 the items it holds, 10 milli apart as the trace's requests are; items along a path in
 non-increasing size, which removes symmetric copies), solved exactly by HiGHS through scipy
-(``pip install 'lahar[replay]'``). Should the solver stop short of optimality, the bound uses
-its proven upper limit, so it stays a bound.
+(``pip install -e '.[replay]'`` in the clone). Should the solver stop short of optimality,
+the bound uses its proven upper limit, so it stays a bound.
 
 :func:`bound_rows` turns the packing into the replay's metric: per arrival bucket, the mean
 over the bucket's events of the unallocated % a clairvoyant placement could not go below,
@@ -77,7 +77,8 @@ def _solver() -> Any:
     try:
         from scipy import optimize, sparse
     except ImportError:
-        raise BoundError("the bound needs scipy (pip install 'lahar[replay]')") from None
+        raise BoundError(
+            "the bound needs scipy (pip install -e '.[replay]' in the clone)") from None
     return optimize, sparse
 
 

@@ -18,6 +18,7 @@ multi-card pod; keeping that keeps our runs comparable with the published curves
 from __future__ import annotations
 
 import csv
+import io
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -103,19 +104,29 @@ class TracePod:
 def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number, row) of a CSV file whose header has every ``required`` column."""
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        data = path.read_bytes()
     except OSError as err:
         raise TraceError(path, f"cannot read: {err.strerror or err}") from err
-    with handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise TraceError(path, f"header lacks column(s) {', '.join(missing)}", line=1)
-        for row in reader:
-            if None in row or any(v is None for v in row.values()):
-                raise TraceError(path, "wrong number of fields", line=reader.line_num)
-            yield reader.line_num, row
+    try:
+        # utf-8-sig: a CSV saved by a spreadsheet starts with a byte order mark
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise TraceError(path, f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset "
+                               f"{err.start}); a trace is a CSV file", line=line) from None
+    if "\0" in text:
+        raise TraceError(path, "holds NUL bytes: a binary file, not a CSV trace",
+                         line=text.count("\n", 0, text.index("\0")) + 1)
+    # newline="" semantics: the csv module splits CRLF and LF lines itself
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = reader.fieldnames or []
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise TraceError(path, f"header lacks column(s) {', '.join(missing)}", line=1)
+    for row in reader:
+        if None in row or any(v is None for v in row.values()):
+            raise TraceError(path, "wrong number of fields", line=reader.line_num)
+        yield reader.line_num, row
 
 
 def _int(path: Path, line: int, row: dict[str, str], column: str, *, low: int = 0) -> int:

@@ -53,7 +53,11 @@ def test_report_per_device_and_minor() -> None:
     assert any("default/broken" in w for w in report.warnings)
 
 
-def test_cli_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)  # no cluster: FILEs are needed
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(_objects()))
     assert main(["inspect", "devices", str(path)]) == 0

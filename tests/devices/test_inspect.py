@@ -225,7 +225,12 @@ def test_cli_json_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     ],
 )
 def test_cli_input_errors(argv: list[str], code: int, fragment: str,
-                          capsys: pytest.CaptureFixture[str]) -> None:
+                          capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # no kubeconfig anywhere: without FILEs there is nothing to read
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
     assert main(argv) == code
     assert fragment in capsys.readouterr().err
 

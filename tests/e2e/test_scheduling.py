@@ -110,7 +110,7 @@ def test_a_cyclic_queue_stops_only_its_own_jobs(own_case: Case) -> None:
     stuck = case.job("in-cycle", pods=1, queue=qx)
     free = case.job("free", pods=1)
     case.add_nodes(1, units=4)
-    conf = (ROOT / "tests" / "data" / "confs" / "capacity-hierarchy.conf").read_text()
+    conf = (ROOT / "conf" / "capacity-hierarchy.conf").read_text()
     case.start_scheduler(conf=conf).wait_serving()
     eventually(lambda: case.bound(free), what="the default queue's pod bound")
     reason = eventually(lambda: condition(case.kube.pod(case.namespace, stuck[0]),

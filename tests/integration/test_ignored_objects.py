@@ -19,8 +19,7 @@ from tests.apiserver import ApiServerDouble
 PODGROUPS = "scheduling.volcano.sh/v1beta1/podgroups"
 QUEUES = "scheduling.volcano.sh/v1beta1/queues"
 FAST = ("--leader-elect=false", "--schedule-period=50ms")
-HIERARCHY_CONF = Path(__file__).resolve().parents[1] / "data" / "confs" / \
-    "capacity-hierarchy.conf"
+HIERARCHY_CONF = Path(__file__).resolve().parents[2] / "conf" / "capacity-hierarchy.conf"
 
 
 def podgroup(name: str, *, min_member: int = 1, queue: str = "default",

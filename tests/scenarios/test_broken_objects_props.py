@@ -27,7 +27,7 @@ from tests.builders import Obj, make_node, make_pod, make_podgroup, make_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = parse_conf(
-    (ROOT / "tests" / "data" / "confs" / "capacity-hierarchy.conf").read_text()
+    (ROOT / "conf" / "capacity-hierarchy.conf").read_text()
     .replace(", reclaim", "")
     + "  - name: deviceshare\n"
       "    arguments: {deviceshare.FineGrainedDeviceEnable: true}\n")

@@ -1,6 +1,6 @@
 """Volcano's capacity plugin user guide and the shipped capacity samples, run end to end.
 
-The confs are ``tests/data/confs/capacity-*.conf`` (the guide's, verbatim); the clusters are
+The confs are ``conf/capacity-*.conf`` (the guide's, verbatim); the clusters are
 ``conf/samples/capacity-*.yaml``. Expected outcomes follow the guide
 (``docs/user-guide/how_to_use_capacity_plugin.md``) and the capacity design
 (``docs/design/capacity-scheduling.md``, stories 1–4) of the Volcano repository, computed with
@@ -26,7 +26,7 @@ from scheduler.conf import ConfError, load_conf, parse_conf
 from tests.builders import Run, make_node, make_pod, make_queue, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFS = ROOT / "tests" / "data" / "confs"
+CONFS = ROOT / "conf"
 SAMPLES = ROOT / "conf" / "samples"
 HAVE_RECLAIM = "reclaim" in ACTIONS
 

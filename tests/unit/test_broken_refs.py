@@ -240,7 +240,7 @@ def test_a_device_whose_devices_field_is_not_a_list_is_reported_and_offers_nothi
 
 # -- Queues of a broken hierarchy ---------------------------------------------------------------
 
-HIERARCHY = (ROOT / "tests" / "data" / "confs" / "capacity-hierarchy.conf").read_text() \
+HIERARCHY = (ROOT / "conf" / "capacity-hierarchy.conf").read_text() \
     .replace(", reclaim", "")
 SAMPLE = [doc for doc in yaml.safe_load_all(
     (ROOT / "conf" / "samples" / "capacity-hierarchy.yaml").read_text()) if doc]

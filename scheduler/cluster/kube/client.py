@@ -141,6 +141,9 @@ class ApiError(Exception):
 
 USER_AGENT = "lahar/0.1.0"
 
+_UNVERIFIED_WARNED: set[str] = set()
+"""Hosts whose unverified TLS was warned about already."""
+
 
 class KubeClient:
     """Raw-JSON requests through the project's transport, behind a token bucket."""
@@ -151,7 +154,9 @@ class KubeClient:
         self.bucket = TokenBucket(qps=qps, burst=burst)
         self.user_agent = USER_AGENT
         self.transport = Transport(endpoint_of(config), max_idle=max_idle)
-        if not config.verify_ssl and config.host.startswith("https:"):
+        if (not config.verify_ssl and config.host.startswith("https:")
+                and config.host not in _UNVERIFIED_WARNED):
+            _UNVERIFIED_WARNED.add(config.host)  # once per process, not per reconnect
             _log.warning("TLS certificate of %s is not verified (insecure-skip-tls-verify)",
                          config.host)
 

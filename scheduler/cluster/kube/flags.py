@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["add_run_arguments", "normalize", "parse_bool", "parse_duration", "positive_int"]
+from scheduler.cluster.kube.volcano_flags import add_volcano_only_flags
+
+__all__ = [
+    "add_run_arguments", "normalize", "parse_bool", "parse_duration", "positive_int",
+    "positive_number",
+]
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
           "h": 3600.0}
@@ -44,6 +49,24 @@ def feature_gates(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _positive_duration(text: str) -> float:
+    value = parse_duration(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text!r}")
+    return value
 
 
 def _non_negative_duration(text: str) -> float:
@@ -97,7 +120,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     sched = parser.add_argument_group("scheduling")
     sched.add_argument("--scheduler-conf", default="", metavar="PATH",
                        help="scheduler conf YAML (hot-reloaded); empty = built-in default")
-    sched.add_argument("--schedule-period", type=parse_duration, default=1.0, metavar="DURATION",
+    sched.add_argument("--schedule-period", type=_positive_duration, default=1.0,
+                       metavar="DURATION",
                        help="time between the end of one cycle and the start of the next, "
                             "or between starts (--schedule-period-from) (default 1s)")
     sched.add_argument("--schedule-period-from", choices=("end", "start"), default="end",
@@ -133,7 +157,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--minimum-percentage-nodes-to-find", type=int, default=5,
                        metavar="PERCENT",
                        help="the adaptive percentage never goes below this (default 5)")
-    sched.add_argument("--resource-sync-timeout", type=parse_duration, default=60.0,
+    sched.add_argument("--resource-sync-timeout", type=_non_negative_duration, default=60.0,
                        metavar="DURATION",
                        help="wait at most this long for the initial cache sync (0 = forever)")
     sched.add_argument("--cache-dump-dir", default="/tmp", metavar="DIR",
@@ -151,12 +175,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
     api = parser.add_argument_group("API server")
     api.add_argument("--kubeconfig", default="", metavar="PATH",
-                     help="kubeconfig path (empty = in-cluster)")
+                     help="kubeconfig file (default: in-cluster service account, else "
+                          "$KUBECONFIG's first file, else ~/.kube/config)")
+    api.add_argument("--context", default="", metavar="NAME",
+                     help="the kubeconfig context to use (default: its current-context)")
     api.add_argument("--master", default="", metavar="URL",
                      help="API server address, overrides kubeconfig")
-    api.add_argument("--kube-api-qps", type=float, default=2000.0, metavar="QPS",
+    api.add_argument("--kube-api-qps", type=positive_number, default=2000.0, metavar="QPS",
                      help="requests per second to the API server, sustained (default 2000)")
-    api.add_argument("--kube-api-burst", type=int, default=2000, metavar="N",
+    api.add_argument("--kube-api-burst", type=positive_int, default=2000, metavar="N",
                      help="requests to the API server allowed in a burst above "
                           "--kube-api-qps (default 2000)")
     api.add_argument("--bind-workers", type=positive_int, default=32, metavar="N",
@@ -201,6 +228,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     logs.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
                       help="auto = JSON unless stderr is a terminal")
     _flag(logs, "--logtostderr", True, "accepted for compatibility; logs always go to stderr")
+    add_volcano_only_flags(parser)
 
 
 def normalize(args: argparse.Namespace) -> argparse.Namespace:

@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from scheduler.confyaml import load_yaml
+
 __all__ = ["ClientConfig", "ConfigError", "load_client_config"]
 
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -94,7 +96,7 @@ def _from_kubeconfig(path: str, context_name: str | None) -> ClientConfig:
     where = f"kubeconfig {path}"
     try:
         with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
+            document = load_yaml(handle.read())
     except OSError as error:
         raise ConfigError(f"{where}: cannot be read: {error.strerror or error}") from None
     except yaml.YAMLError as error:

@@ -19,6 +19,7 @@ import math
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +38,7 @@ from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
 from scheduler.cluster.kube.retry import status_of
 from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics, chain
+from scheduler.cluster.kube.volcano_flags import not_acted_on
 from scheduler.cluster.kube.writer import KubeClusterWriter
 from scheduler.collector import Collector
 from scheduler.httpserver import HttpServer
@@ -96,9 +98,11 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
 
     normalize(args)
     configure_logging(verbosity=args.verbosity, fmt=args.log_format)
+    for flag in not_acted_on(args):
+        log.warning("flag accepted for Volcano compatibility but not acted on", flag=flag)
     stop = stop or threading.Event()
     dump_requested = threading.Event()
-    _install_signals(stop, dump_requested if args.cache_dumper else None)
+    interrupted = _install_signals(stop, dump_requested if args.cache_dumper else None)
     gates = getattr(args, "feature_gates", "")
     try:
         conf = with_dra(load_conf(args.scheduler_conf or None), gates)
@@ -112,7 +116,7 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     exit_code = 0
     try:
         if client is None:
-            return 0 if stop.is_set() else 1
+            return INTERRUPTED if interrupted.is_set() else 0 if stop.is_set() else 1
         health.answered()
         threading.Thread(target=_check_api_forever, args=(client, health, stop), daemon=True,
                          name="api-check").start()
@@ -130,7 +134,13 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
             server.stop()
         if client is not None:
             client.close()
-    return exit_code
+        if interrupted.is_set():
+            print("lahar run: interrupted (Ctrl-C); stopped.", file=sys.stderr)
+    return INTERRUPTED if interrupted.is_set() else exit_code
+
+
+INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
 
 
 def check_api(client: KubeClient, health: Health) -> bool:
@@ -159,13 +169,23 @@ def _check_api_forever(client: KubeClient, health: Health, stop: threading.Event
                         seconds=UNANSWERED_AFTER)
 
 
-def _install_signals(stop: threading.Event, dump_requested: threading.Event | None) -> None:
+def _install_signals(stop: threading.Event,
+                     dump_requested: threading.Event | None) -> threading.Event:
     """SIGTERM/SIGINT stop, SIGUSR1 asks for a cache dump; nothing off the main thread
-    (embedded in tests, the caller owns ``stop``)."""
-    events = {signal.SIGTERM: stop, signal.SIGINT: stop}
+    (embedded in tests, the caller owns ``stop``). Returns the event SIGINT sets (with
+    ``stop``), so that Ctrl-C ends with its own status."""
+    interrupted = threading.Event()
+    events = {signal.SIGTERM: stop, signal.SIGINT: interrupted}
     if dump_requested is not None and hasattr(signal, "SIGUSR1"):
         events[signal.SIGUSR1] = dump_requested
-    set_on_signals(events)
+    if set_on_signals(events):
+
+        def stop_on_interrupt() -> None:
+            interrupted.wait()
+            stop.set()
+
+        threading.Thread(target=stop_on_interrupt, daemon=True, name="interrupt").start()
+    return interrupted
 
 
 def _start_servers(args: argparse.Namespace, health: Health) -> list[HttpServer]:
@@ -187,6 +207,7 @@ def _connect(args: argparse.Namespace, stop: threading.Event,
         try:
             client = KubeClient.from_flags(kubeconfig=args.kubeconfig or None,
                                            master=args.master or None,
+                                           context=args.context or None,
                                            qps=args.kube_api_qps, burst=args.kube_api_burst)
         except (OSError, ValueError) as error:  # a ConfigError is a ValueError
             log.error("cannot build the API client configuration", error=str(error))
@@ -385,7 +406,11 @@ def _report_pod(writer: KubeClusterWriter, pod: Mapping[str, Any], message: str)
         log.warning("cannot record event", pod=involved.name, error=str(error))
 
 
-def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.Event) -> None:
+def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.Event, *,
+                          deadline: float | None = None) -> None:
+    """Create the default queue if missing, retrying once a second, at most 60 times and,
+    with a ``deadline`` (``time.monotonic``), not past it: --resource-sync-timeout bounds the
+    whole wait before the first cycle, this included."""
     for attempt in range(60):
         try:
             if writer.ensure_queue(name):
@@ -394,7 +419,12 @@ def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.
         except Exception as error:
             log.warning("cannot ensure the default queue yet", queue=name, error=str(error),
                         attempt=attempt + 1)
-            if stop.wait(1.0):
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                log.error("default queue not ensured within --resource-sync-timeout; "
+                          "scheduling anyway", queue=name)
+                return
+            if stop.wait(left):
                 return
     log.error("giving up creating the default queue", queue=name)
 
@@ -456,8 +486,10 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     if discovery is not None:  # off the loop's path, only while leading, after the sync
         discovery.synced = lambda: reflectors.has_synced
         discovery.start(stop)
-    _ensure_default_queue(writer, args.default_queue, stop)
-    timeout = args.resource_sync_timeout or None
+    sync_deadline = (time.monotonic() + args.resource_sync_timeout
+                     if args.resource_sync_timeout else None)
+    _ensure_default_queue(writer, args.default_queue, stop, deadline=sync_deadline)
+    timeout = None if sync_deadline is None else max(0.0, sync_deadline - time.monotonic())
     try:
         if not reflectors.wait_for_sync(stop, timeout=timeout) and not stop.is_set():
             log.warning("caches not synced in time; scheduling anyway", timeout=timeout)

@@ -255,6 +255,8 @@ class DevicePlugins:
         self._kubelet = _identity(self.kubelet_socket)
         if self._kubelet is not None:
             self._register()
+        else:  # said once per absence: the watch registers as soon as the socket appears
+            log.info("waiting for kubelet", socket=self.kubelet_socket)
 
     def _ours_gone(self) -> bool:
         return any(not os.path.exists(os.path.join(self.kubelet_dir, e.socket))
