@@ -39,6 +39,7 @@ __all__ = [
     "AgentConfig",
     "AgentConfigError",
     "Endpoint",
+    "VGPU_MODES",
     "VirtualDevice",
     "endpoints",
     "physical_id",
@@ -50,6 +51,8 @@ GPUSHARE = "gpushare"
 VGPU = "vgpu"
 FINEGRAINED = "finegrained"
 NVIDIA_GPU = "nvidia.com/gpu"
+VGPU_MODES = ("hami-core", "mig", "mps")
+"""The peers' operating modes (volcano-vgpu ``config.Mode``, HAMi ``operatingMode``)."""
 DEFAULT_HOOK_PATH = {"volcano": "/usr/local/vgpu", "hami": "/usr/local"}
 """Where HAMi-core (``libvgpu.so``) lives on the host: the peers' DaemonSets set ``HOOK_PATH``
 to these."""
@@ -76,6 +79,18 @@ class AgentConfig:
     sysfs: str = "/sys"
     prepare_host_dirs: bool = False
     """vGPU: create HAMi-core's per-container cache directories on the host (a real node)."""
+    vgpu_mode: str = "hami-core"
+    """vGPU: how cards are shared, as the peers' operating mode: ``hami-core``, ``mig`` (MIG
+    instances, :mod:`~scheduler.devices.node.modes`) or ``mps`` (the MPS daemon)."""
+    device_memory_scaling: float = 1.0
+    """vGPU, HAMi profile: card memory registered × this (HAMi's ``deviceMemoryScaling``)."""
+    device_cores_scaling: float = 1.0
+    """vGPU, HAMi profile: cores registered = 100 × this (HAMi's ``deviceCoreScaling``)."""
+    cdi: bool = False
+    """Answer ``Allocate`` with CDI device names and write the CDI spec (:mod:`.cdi`)."""
+    cdi_root: str = "/var/run/cdi"
+    mps_root: str = "/run/nvidia/mps"
+    """vGPU in ``mps`` mode: the host directory of the MPS daemon's pipe, log and shm."""
 
     @property
     def vgpu_hook_path(self) -> str:
@@ -96,6 +111,12 @@ class AgentConfig:
                                    f"serve {NVIDIA_GPU}; enable one of them on this node")
         if self.split_count < 1 or self.gpu_memory_factor < 1:
             raise AgentConfigError("--split-count and --gpu-memory-factor must be at least 1")
+        if self.vgpu_mode not in VGPU_MODES:
+            raise AgentConfigError(f"--vgpu-mode must be one of {', '.join(VGPU_MODES)}, got "
+                                   f"{self.vgpu_mode!r}")
+        if self.device_memory_scaling <= 0 or self.device_cores_scaling <= 0:
+            raise AgentConfigError("--device-memory-scaling and --device-cores-scaling must be "
+                                   "above 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +194,9 @@ def status_resources(config: AgentConfig, inventory: Inventory) -> dict[str, str
         out[SHARE_NUMBER] = str(len(inventory.gpus))
     if cfg.vgpu and cfg.profile == "volcano":
         names = cfg.names
-        out[names.memory] = str(sum(gpu.memory_mib for gpu in healthy))
+        # in the units of the register annotation (volcano-vgpu divides by its factor)
+        out[names.memory] = str(sum(gpu.memory_mib // config.gpu_memory_factor
+                                    for gpu in healthy))
         out[names.cores] = str(100 * len(healthy))
     if cfg.finegrained:
         out[GPU_MEMORY] = str(sum(gpu.memory for gpu in healthy))
