@@ -72,6 +72,27 @@ def add_node_agent_arguments(sub: Any) -> None:
     options.add_argument("--hook-path", default="", metavar="DIR",
                          help="vGPU: HAMi-core's host directory (default: /usr/local/vgpu "
                               "for volcano, /usr/local for hami; $HOOK_PATH wins)")
+    options.add_argument("--vgpu-mode", choices=("hami-core", "mig", "mps"), default="hami-core",
+                         help="vGPU: how cards are shared (registered as the card's mode; "
+                              "see docs/node-agent.md)")
+    options.add_argument("--device-memory-scaling", type=float, default=1.0, metavar="X",
+                         help="vGPU, hami profile: register card memory × X (HAMi's "
+                              "deviceMemoryScaling; default: 1)")
+    options.add_argument("--device-cores-scaling", type=float, default=1.0, metavar="X",
+                         help="vGPU, hami profile: register 100 × X cores per card (HAMi's "
+                              "deviceCoreScaling; default: 1)")
+    options.add_argument("--fake-mig", default="", metavar="GEOMETRY",
+                         help="vGPU mig mode on fake GPUs: every card's MIG instances, e.g. "
+                              "1g.10gb=9728:4,2g.20gb=19968:1")
+    options.add_argument("--mps-root", default="/run/nvidia/mps", metavar="DIR",
+                         help="vGPU mps mode: the MPS daemon's host directory (default: "
+                              "/run/nvidia/mps)")
+    options.add_argument("--cdi", action="store_true",
+                         help="answer Allocate with CDI device names and write the CDI spec")
+    options.add_argument("--cdi-root", default="/var/run/cdi", metavar="DIR",
+                         help="where the CDI spec is written (default: /var/run/cdi)")
+    options.add_argument("--driver-root", default="/", metavar="DIR",
+                         help="CDI: where the NVIDIA driver's files are (default: /)")
     options.add_argument("--hami-core-library", default="/usr/local/vgpu/libvgpu.so",
                          metavar="FILE", help="fine-grained: HAMi-core for isolated shares")
     options.add_argument("--sysfs", default="/sys", metavar="DIR",
@@ -83,6 +104,9 @@ def add_node_agent_arguments(sub: Any) -> None:
     options.add_argument("--fake-inventory", default=None, metavar="FILE",
                          help="fake GPUs and RDMA NICs with topology, from YAML (see "
                               "docs/node-agent.md)")
+    where.add_argument("--metrics-address", default="", metavar="HOST:PORT",
+                       help="serve Prometheus metrics (HAMi's hami_* vGPU usage) on "
+                            "http://HOST:PORT/metrics (default: off)")
     timing = agent.add_argument_group("timing")
     timing.add_argument("--health-interval", type=float, default=0.5, metavar="SECONDS",
                         help="how often device health is checked (default: 0.5)")
@@ -132,6 +156,18 @@ def _source(args: argparse.Namespace, node: str) -> Any:
     return NvmlSource(nvml=nvml, error=error, sysfs=Sysfs(args.sysfs))
 
 
+def _mig_source(args: argparse.Namespace, source: Any) -> Any:
+    """``--fake-mig`` geometries, else NVML's MIG devices (``--vgpu-mode mig``)."""
+    from scheduler.devices.node.inventory import NvmlSource
+    from scheduler.devices.node.modes import FakeMig, NvmlMig, parse_fake_mig
+
+    if args.fake_mig:
+        return FakeMig(parse_fake_mig(args.fake_mig))
+    if isinstance(source, NvmlSource):
+        return NvmlMig(nvml=source.nvml, error=source.error)
+    raise ValueError("--vgpu-mode mig on fake GPUs needs --fake-mig (e.g. 1g.10gb=9728:4)")
+
+
 def node_agent_main(args: argparse.Namespace) -> int:
     try:
         import google.protobuf  # noqa: F401
@@ -151,9 +187,14 @@ def node_agent_main(args: argparse.Namespace) -> int:
                              gpu_memory_factor=args.gpu_memory_factor,
                              hook_path=os.environ.get("HOOK_PATH") or args.hook_path,
                              hami_core_library=args.hami_core_library, sysfs=args.sysfs,
-                             prepare_host_dirs=not (args.fake_gpus or args.fake_inventory))
+                             prepare_host_dirs=not (args.fake_gpus or args.fake_inventory),
+                             vgpu_mode=args.vgpu_mode,
+                             device_memory_scaling=args.device_memory_scaling,
+                             device_cores_scaling=args.device_cores_scaling,
+                             cdi=args.cdi, cdi_root=args.cdi_root, mps_root=args.mps_root)
         config.check()
         source = _source(args, node)
+        mig = _mig_source(args, source) if config.vgpu_mode == "mig" else None
     except (AgentConfigError, InventoryError, OSError, ValueError) as exc:  # ConfError too
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -170,7 +211,8 @@ def node_agent_main(args: argparse.Namespace) -> int:
                                                          "kubelet_internal_checkpoint")
     agent = NodeAgent(config=config, source=source, access=cast(Any, access),
                       kubelet_dir=args.kubelet_dir, checkpoint_path=checkpoint,
-                      health_interval=args.health_interval, report_period=args.report_period)
+                      health_interval=args.health_interval, report_period=args.report_period,
+                      mig=mig, driver_root=args.driver_root)
     stop = threading.Event()
     set_on_signals({signal.SIGTERM: stop, signal.SIGINT: stop})
     try:
