@@ -156,6 +156,18 @@ def _source(args: argparse.Namespace, node: str) -> Any:
     return NvmlSource(nvml=nvml, error=error, sysfs=Sysfs(args.sysfs))
 
 
+def _metrics(args: argparse.Namespace, config: Any, source: Any, node: str, access: Any) -> Any:
+    """``/metrics``: HAMi-core caches of this node's containers, and NVML's per-card usage."""
+    from scheduler.devices.node.inventory import NvmlSource
+    from scheduler.devices.node.metrics import MetricsServer, VgpuCollector, nvml_host_stats
+
+    host = nvml_host_stats(source.nvml) if isinstance(source, NvmlSource) else None
+    collector = VgpuCollector(
+        containers_dir=os.path.join(config.vgpu_hook_path, "vgpu", "containers"),
+        pods=lambda: list(access.list_pods_on_node(node)), host=host)
+    return MetricsServer(collector=collector, address=args.metrics_address)
+
+
 def _mig_source(args: argparse.Namespace, source: Any) -> Any:
     """``--fake-mig`` geometries, else NVML's MIG devices (``--vgpu-mode mig``)."""
     from scheduler.devices.node.inventory import NvmlSource
@@ -195,6 +207,10 @@ def node_agent_main(args: argparse.Namespace) -> int:
         config.check()
         source = _source(args, node)
         mig = _mig_source(args, source) if config.vgpu_mode == "mig" else None
+        if args.metrics_address:
+            from scheduler.devices.node.metrics import parse_address
+
+            parse_address(args.metrics_address)
     except (AgentConfigError, InventoryError, OSError, ValueError) as exc:  # ConfError too
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -216,9 +232,14 @@ def node_agent_main(args: argparse.Namespace) -> int:
     stop = threading.Event()
     set_on_signals({signal.SIGTERM: stop, signal.SIGINT: stop})
     try:
+        if args.metrics_address:
+            agent.metrics = _metrics(args, config, source, node, access)
+            agent.metrics.start()
         agent.start()
     except OSError as exc:
-        print(f"error: cannot serve in {args.kubelet_dir}: {exc}", file=sys.stderr)
+        where = args.kubelet_dir if agent.metrics is None or agent.metrics.port else \
+            f"--metrics-address {args.metrics_address}"
+        print(f"error: cannot serve in {where}: {exc}", file=sys.stderr)
         access.connect(None)
         return 1
     try:

@@ -180,3 +180,19 @@ def test_agent_in_mig_mode_registers_mig_cards_and_serves_instances(
     answer = kubelet.allocate(VOLCANO.count, 1)
     first = mig.instances(gpu)[0]
     assert first is not None and answer.envs["NVIDIA_VISIBLE_DEVICES"] == first.uuid
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--vgpu-mode", "mig"], "--vgpu-mode mig on fake GPUs needs --fake-mig"),
+    (["--vgpu-mode", "mig", "--fake-mig", "1g.10gb"], "--fake-mig entry '1g.10gb'"),
+    (["--metrics-address", "nowhere"], "--metrics-address 'nowhere' is not HOST:PORT"),
+    (["--device-memory-scaling", "0"], "must be above 0"),
+])
+def test_bad_mode_flags_are_refused_before_serving(flags: list[str], message: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from scheduler.commands.cli import build_parser
+
+    args = build_parser().parse_args(["node-agent", "--vgpu", "--fake-gpus", "1",
+                                      "--kubelet-dir", "/nonexistent", *flags])
+    assert args.func(args) == 2
+    assert message in capsys.readouterr().err
