@@ -74,6 +74,21 @@ def add_node_agent_arguments(sub: Any) -> None:
     options.add_argument("--hook-path", default="", metavar="DIR",
                          help="vGPU: HAMi-core's host directory (default: /usr/local/vgpu "
                               "for volcano, /usr/local for hami; $HOOK_PATH wins)")
+    options.add_argument("--vgpu-mode", choices=("hami-core", "mig", "mps"), default="hami-core",
+                         help="vGPU: how cards are shared (registered as the card's mode; "
+                              "see docs/node-agent.md)")
+    options.add_argument("--fake-mig", default="", metavar="GEOMETRY",
+                         help="vGPU mig mode on fake GPUs: every card's MIG instances, e.g. "
+                              "1g.10gb=9728:4,2g.20gb=19968:1")
+    options.add_argument("--mps-root", default="/run/nvidia/mps", metavar="DIR",
+                         help="vGPU mps mode: the MPS daemon's host directory (default: "
+                              "/run/nvidia/mps)")
+    options.add_argument("--cdi", action="store_true",
+                         help="answer Allocate with CDI device names and write the CDI spec")
+    options.add_argument("--cdi-root", default="/var/run/cdi", metavar="DIR",
+                         help="where the CDI spec is written (default: /var/run/cdi)")
+    options.add_argument("--driver-root", default="/", metavar="DIR",
+                         help="CDI: where the NVIDIA driver's files are (default: /)")
     options.add_argument("--hami-core-library", default="/usr/local/vgpu/libvgpu.so",
                          metavar="FILE", help="fine-grained: HAMi-core for isolated shares")
     core = agent.add_argument_group(
@@ -111,6 +126,9 @@ def add_node_agent_arguments(sub: Any) -> None:
     options.add_argument("--fake-inventory", default=None, metavar="FILE",
                          help="fake GPUs and RDMA NICs with topology, from YAML (see "
                               "docs/node-agent.md)")
+    where.add_argument("--metrics-address", default="", metavar="HOST:PORT",
+                       help="serve Prometheus metrics (HAMi's hami_* vGPU usage) on "
+                            "http://HOST:PORT/metrics (default: off)")
     timing = agent.add_argument_group("timing")
     timing.add_argument("--health-interval", type=float, default=0.5, metavar="SECONDS",
                         help="how often device health is checked (default: 0.5)")
@@ -242,6 +260,30 @@ def _events(source: Any) -> Any:
     return NvmlEvents(nvml=source.nvml, error=source.error)
 
 
+def _metrics(args: argparse.Namespace, config: Any, source: Any, node: str, access: Any) -> Any:
+    """``/metrics``: HAMi-core caches of this node's containers, and NVML's per-card usage."""
+    from scheduler.devices.node.inventory import NvmlSource
+    from scheduler.devices.node.metrics import MetricsServer, VgpuCollector, nvml_host_stats
+
+    host = nvml_host_stats(source.nvml) if isinstance(source, NvmlSource) else None
+    collector = VgpuCollector(
+        containers_dir=os.path.join(config.vgpu_hook_path, "vgpu", "containers"),
+        pods=lambda: list(access.list_pods_on_node(node)), host=host)
+    return MetricsServer(collector=collector, address=args.metrics_address)
+
+
+def _mig_source(args: argparse.Namespace, source: Any) -> Any:
+    """``--fake-mig`` geometries, else NVML's MIG devices (``--vgpu-mode mig``)."""
+    from scheduler.devices.node.inventory import NvmlSource
+    from scheduler.devices.node.modes import FakeMig, NvmlMig, parse_fake_mig
+
+    if args.fake_mig:
+        return FakeMig(parse_fake_mig(args.fake_mig))
+    if isinstance(source, NvmlSource):
+        return NvmlMig(nvml=source.nvml, error=source.error)
+    raise ValueError("--vgpu-mode mig on fake GPUs needs --fake-mig (e.g. 1g.10gb=9728:4)")
+
+
 def node_agent_main(args: argparse.Namespace) -> int:
     problem = check_node_agent_args(args)
     if problem is not None:
@@ -264,9 +306,16 @@ def node_agent_main(args: argparse.Namespace) -> int:
                              hook_path=os.environ.get("HOOK_PATH") or args.hook_path,
                              hami_core_library=args.hami_core_library, sysfs=args.sysfs,
                              prepare_host_dirs=not (args.fake_gpus or args.fake_inventory),
+                             vgpu_mode=args.vgpu_mode,
+                             cdi=args.cdi, cdi_root=args.cdi_root, mps_root=args.mps_root,
                              **_core_settings(args, node))
         config.check()
         source = _source(args, node)
+        mig = _mig_source(args, source) if config.vgpu_mode == "mig" else None
+        if args.metrics_address:
+            from scheduler.devices.node.metrics import parse_address
+
+            parse_address(args.metrics_address)
     except (AgentConfigError, InventoryError, OSError, ValueError) as exc:  # ConfError too
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -284,7 +333,8 @@ def node_agent_main(args: argparse.Namespace) -> int:
     agent = NodeAgent(config=config, source=source, access=cast(Any, access),
                       kubelet_dir=args.kubelet_dir, checkpoint_path=checkpoint,
                       health_interval=args.health_interval, report_period=args.report_period,
-                      events=_events(source), xid_recovery=args.xid_recovery)
+                      events=_events(source), xid_recovery=args.xid_recovery,
+                      mig=mig, driver_root=args.driver_root)
     stop, restart, interrupted = threading.Event(), threading.Event(), threading.Event()
     set_on_signals({signal.SIGTERM: stop, signal.SIGINT: interrupted, signal.SIGHUP: restart})
 
@@ -294,9 +344,14 @@ def node_agent_main(args: argparse.Namespace) -> int:
 
     threading.Thread(target=stop_on_interrupt, daemon=True, name="interrupt").start()
     try:
+        if args.metrics_address:
+            agent.metrics = _metrics(args, config, source, node, access)
+            agent.metrics.start()
         agent.start()
     except OSError as exc:
-        print(f"error: cannot serve in {args.kubelet_dir}: {exc}", file=sys.stderr)
+        where = args.kubelet_dir if agent.metrics is None or agent.metrics.port else \
+            f"--metrics-address {args.metrics_address}"
+        print(f"error: cannot serve in {where}: {exc}", file=sys.stderr)
         access.connect(None)
         return 1
     try:

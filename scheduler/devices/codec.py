@@ -228,12 +228,15 @@ def _parse_hami_json(text: str) -> list[RegisteredCard]:
 
 
 def _hami_card(item: dict[str, Any], position: int) -> RegisteredCard:
+    """One ``DeviceInfo`` of HAMi's JSON (``UnMarshalNodeDevices``)."""
     uuid = str(item.get("id") or "").strip()
     if not uuid:
         raise CodecError(f"device {position} has no id")
     return RegisteredCard(
         uuid=uuid,
-        index=_int(item.get("index", position), f"device {uuid} index"),
+        # HAMi marshals with omitempty: a missing index is card 0 wherever it stands (the
+        # plugin lists cards in map order), not the entry's position
+        index=_int(item.get("index", 0), f"device {uuid} index"),
         split=_int(item.get("count", 0), f"device {uuid} count", minimum=1),
         memory=_int(item.get("devmem", 0), f"device {uuid} devmem"),
         cores=_int(item.get("devcore", 100) or 100, f"device {uuid} devcore"),

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -70,6 +70,13 @@ class NodeAgent:
     allocator: Allocator | None = None
     plugins: DevicePlugins | None = None
     reporter: Reporter | None = None
+    mig: Any = None
+    """vGPU ``mig`` mode: where the cards' MIG devices come from (:mod:`.modes`)."""
+    driver_root: str = "/"
+    cdi: Any = None
+    """The CDI spec writer (``--cdi``, :mod:`.cdi`)."""
+    metrics: Any = None
+    """The ``/metrics`` server (``--metrics-address``, :mod:`.metrics`)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     reported: threading.Event = field(default_factory=threading.Event)
@@ -91,6 +98,8 @@ class NodeAgent:
                                    inventory=state.inventory, clock=self.clock)
         if self.new_id is not None:
             self.allocator.new_id = self.new_id
+        self.allocator.mig = self.mig
+        self._start_extras(state)
         self.reporter = Reporter(access=self.access, config=self.config, endpoints=served,
                                  checkpoint_path=self.checkpoint_path, clock=self.clock)
         self.plugins = DevicePlugins(endpoints=served, state=state, allocator=self.allocator,
@@ -102,7 +111,28 @@ class NodeAgent:
                  resources=[e.resource for e in served],
                  gpus=len(state.inventory().gpus), nics=len(state.inventory().nics))
 
+    def _start_extras(self, state: DeviceState) -> None:
+        """The CDI spec (written now and whenever the inventory changes)."""
+        if self.config.cdi and self.cdi is None:
+            from scheduler.devices.node.cdi import CdiSpecWriter
+            from scheduler.devices.node.modes import mig_by_card
+
+            mig = self.mig
+            self.cdi = CdiSpecWriter(cdi_root=self.config.cdi_root, driver_root=self.driver_root,
+                                     mig=(lambda inv: mig_by_card(mig, inv)) if mig else None)
+        if self.cdi is not None:
+            self._sync_cdi(state.inventory())
+
+    def _sync_cdi(self, inventory: Any) -> None:
+        try:
+            if self.cdi.sync(inventory):
+                log.info("CDI spec written", path=self.cdi.path)
+        except OSError as exc:
+            log.warning("could not write the CDI spec", path=self.cdi.path, error=str(exc))
+
     def stop(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5.0)
@@ -144,6 +174,8 @@ class NodeAgent:
                 changed = self.state.refresh()
             except Exception as exc:  # NVML hiccup: keep the last inventory
                 log.warning("health check failed", error=str(exc))
+            if changed and self.cdi is not None:
+                self._sync_cdi(self.state.inventory())
             if changed:
                 log.info("device health changed", unhealthy=[
                     device for device, healthy in self.state.inventory().health() if not healthy])

@@ -105,6 +105,8 @@ class ContainerAnswer:
     envs: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
     devices: tuple[DeviceNode, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
+    """CDI names of the devices (``--cdi``, :mod:`.cdi`)."""
     pod: str = ""
     """``namespace/name`` of the pod served (for logs and tests; not sent to kubelet)."""
     container: str = ""
@@ -177,6 +179,8 @@ class Allocator:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     new_id: Callable[[], str] = lambda: str(uuidlib.uuid4())
+    mig: Any = None
+    """vGPU ``mig`` mode: the cards' MIG devices (:class:`.modes.MigSource`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _served: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """pod uid → (container, resource) handed out by this process (GPU share and
@@ -189,7 +193,14 @@ class Allocator:
     def allocate(self, endpoint: Endpoint, requests: Sequence[Sequence[str]]
                  ) -> list[ContainerAnswer]:
         with self._lock:
-            return [self._one(endpoint, len(ids)) for ids in requests]
+            answers = [self._one(endpoint, len(ids)) for ids in requests]
+        if self.config.cdi:  # the devices by CDI name instead of NVIDIA_VISIBLE_DEVICES
+            from scheduler.devices.node.cdi import with_cdi
+
+            inventory = self.inventory()
+            answers = [with_cdi(a, inventory, by_minor=endpoint.family == FINEGRAINED)
+                       for a in answers]
+        return answers
 
     def _one(self, endpoint: Endpoint, count: int) -> ContainerAnswer:
         if endpoint.family == GPUSHARE:
@@ -243,7 +254,7 @@ class Allocator:
                 continue
             nxt = next((c for c in containers if c), [])
             if len(nxt) == size:
-                return [d.uuid for d in nxt]
+                return [d.uuid.split("[", 1)[0] for d in nxt]
         return []
 
     def _pods(self, *, fresh: bool = False) -> list[dict[str, Any]] | None:
@@ -380,7 +391,9 @@ class Allocator:
         if position < 0:
             return containers, -1, f"pod {_key(pod)} has no device left in {names.to_allocate}"
         devices = containers[position]
-        unknown = sorted({d.uuid for d in devices} - {g.uuid for g in inventory.gpus})
+        # a MIG instance (``UUID[group-position]``) is on the card its UUID names
+        unknown = sorted({d.uuid.split("[", 1)[0] for d in devices}
+                         - {g.uuid for g in inventory.gpus})
         if unknown:
             return containers, position, (f"pod {_key(pod)} was given GPU(s) "
                                           f"{', '.join(unknown)}, which node {self.node_name} "
@@ -454,6 +467,15 @@ class Allocator:
 
     def _vgpu_answer(self, pod: Mapping[str, Any], container: Mapping[str, Any],
                      devices: list[ContainerDevice]) -> ContainerAnswer:
+        if self.config.vgpu_mode != "hami-core":  # MIG instances or MPS (modes.py)
+            from scheduler.devices.node.modes import mode_answer
+
+            try:
+                return mode_answer(config=self.config, inventory=self.inventory(),
+                                   source=self.mig, pod=_key(pod),
+                                   container=str(container.get("name", "")), devices=devices)
+            except AllocationError as exc:
+                raise self._vgpu_fail(pod, str(exc)) from None
         hami = self.config.devices.profile == "hami"
         hook = self.config.vgpu_hook_path
         config = self.config

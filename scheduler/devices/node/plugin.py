@@ -83,7 +83,8 @@ def to_response(answers: Sequence[ContainerAnswer]) -> api.AllocateResponse:
             mounts=[api.Mount(container_path=m.container_path, host_path=m.host_path,
                               read_only=m.read_only) for m in answer.mounts],
             devices=[api.DeviceSpec(container_path=d.container_path, host_path=d.host_path,
-                                    permissions=d.permissions) for d in answer.devices])
+                                    permissions=d.permissions) for d in answer.devices],
+            cdi_devices=[api.CDIDevice(name=name) for name in answer.cdi_devices])
         for answer in answers])
 
 

@@ -149,8 +149,11 @@ def build_device_object(node_name: str, nvml: Nvml, *, sysfs: Sysfs | None = Non
                                 now=time.time() if now is None else now))
     finally:
         nvml.nvmlShutdown()
-    labels = {LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: models.pop() if len(models) == 1
-              else "", DRIVER_LABEL: driver}
+    labels = {LABEL_GPU_VENDOR: "nvidia"}  # koordlet's fillGPUDevice: unknown values left out
+    if len(models) == 1 and "" not in models:
+        labels[LABEL_GPU_MODEL] = models.pop()
+    if driver:
+        labels[DRIVER_LABEL] = driver
     return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device",
             "metadata": {"name": node_name, "labels": labels},
             "spec": {"devices": sorted(devices, key=lambda d: d.get("minor", -1))}}
@@ -169,13 +172,14 @@ def _gpu(nvml: Nvml, index: int, sysfs: Sysfs, error: type[BaseException],
         return {"type": "gpu", "minor": index, "health": False,
                 "conditions": [unhealthy_condition(reason="NVMLError", message=str(exc),
                                                    now=now)]}
-    numa = sysfs.numa_node(bus_id)
-    return {
+    numa, pcie = sysfs.numa_node(bus_id), sysfs.pcie_root(bus_id)
+    entry: dict[str, Any] = {
         "type": "gpu", "id": uuid, "minor": minor, "health": True,
         "resources": {GPU_CORE: "100", GPU_MEMORY: str(memory), GPU_MEMORY_RATIO: "100"},
-        "topology": {"socketID": -1, "nodeID": numa, "pcieID": sysfs.pcie_root(bus_id),
-                     "busID": bus_id},
     }
+    if pcie and bus_id:  # koordlet's buildGPUDevice: no topology unless all of it is known
+        entry["topology"] = {"socketID": -1, "nodeID": numa, "pcieID": pcie, "busID": bus_id}
+    return entry
 
 
 def load_nvml() -> tuple[Nvml, type[BaseException]]:

@@ -50,7 +50,8 @@ from scheduler.devices.node.report import DRIVER_LABEL, keep_transition_times, u
 from scheduler.devices.node.resources import AgentConfig, Endpoint, status_resources
 
 __all__ = ["DEVICE_API", "ReportAccess", "Reporter", "checkpoint_entries", "device_object",
-           "node_annotations", "node_labels"]
+           "gpu_topology", "hami_register", "hami_type", "node_annotations", "node_labels",
+           "volcano_register"]
 
 log = structlog.get_logger("lahar.nodeagent")
 
@@ -85,21 +86,46 @@ def _model(gpu: Gpu) -> str:
 
 
 def node_labels(inventory: Inventory) -> dict[str, str]:
-    """Vendor, model (empty when the cards differ) and driver, as koordlet labels them."""
+    """Vendor, model and driver as koordlet labels its Device (``fillGPUDevice``): the model
+    only when every card has the same non-empty one (``getGPUDriverAndModel``), the driver
+    only when known; an unknown value is left out, never written empty."""
     if not inventory.gpus:
         return {}
+    labels = {LABEL_GPU_VENDOR: "nvidia"}
     models = {_model(gpu) for gpu in inventory.gpus}
-    return {LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: models.pop() if len(models) == 1 else "",
-            DRIVER_LABEL: inventory.driver}
+    if len(models) == 1 and "" not in models:
+        labels[LABEL_GPU_MODEL] = models.pop()
+    if inventory.driver:
+        labels[DRIVER_LABEL] = inventory.driver
+    return labels
+
+
+def _label_patch(inventory: Inventory) -> dict[str, str | None]:
+    """The Node's owned labels: a model or driver no longer known is removed (``None``)."""
+    if not inventory.gpus:
+        return {}
+    labels: dict[str, str | None] = {LABEL_GPU_MODEL: None, DRIVER_LABEL: None}
+    labels.update(node_labels(inventory))
+    return labels
+
+
+def gpu_topology(gpu: Gpu) -> dict[str, Any] | None:
+    """koordlet reports a GPU's topology only when NUMA node, PCIe root and bus id are all
+    known (``buildGPUDevice``); a half-known topology would put the card under a root that
+    does not exist."""
+    if gpu.numa < 0 or not gpu.pcie or not gpu.bus_id:
+        return None
+    return {"socketID": -1, "nodeID": gpu.numa, "pcieID": gpu.pcie, "busID": gpu.bus_id}
 
 
 def _gpu_entry(gpu: Gpu, now: float) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "type": "gpu", "id": gpu.uuid, "minor": gpu.minor, "health": gpu.healthy,
         "resources": {GPU_CORE: "100", GPU_MEMORY: format_resource(GPU_MEMORY, gpu.memory),
-                      GPU_MEMORY_RATIO: "100"},
-        "topology": {"socketID": -1, "nodeID": gpu.numa, "pcieID": gpu.pcie,
-                     "busID": gpu.bus_id}}
+                      GPU_MEMORY_RATIO: "100"}}
+    topology = gpu_topology(gpu)
+    if topology is not None:
+        entry["topology"] = topology
     if not gpu.healthy:
         entry["conditions"] = [unhealthy_condition(
             reason="Unhealthy", message=f"GPU {gpu.uuid} failed its health check", now=now)]
@@ -129,16 +155,37 @@ def device_object(node_name: str, inventory: Inventory, *, now: float | None = N
             "spec": {"devices": devices}}
 
 
-def _volcano_register(inventory: Inventory, split: int) -> str:
-    return "".join(f"{g.uuid},{split},{g.memory_mib},NVIDIA-{g.model},"
-                   f"{'true' if g.healthy else 'false'},hami-core:" for g in inventory.gpus)
+def volcano_register(inventory: Inventory, config: AgentConfig) -> str:
+    """volcano-vgpu's ``RegisterInAnnotation`` / ``EncodeNodeDevices``: per card
+    ``UUID,split,MiB ÷ --gpu-memory-factor,NVIDIA-<NVML name>,health,mode:``."""
+    factor = config.gpu_memory_factor
+    return "".join(f"{g.uuid},{config.split_count},{g.memory_mib // factor},NVIDIA-{g.model},"
+                   f"{'true' if g.healthy else 'false'},{config.vgpu_mode}:"
+                   for g in inventory.gpus)
 
 
-def _hami_register(inventory: Inventory, split: int) -> str:
-    return json.dumps([{"id": g.uuid, "index": g.index, "count": split, "devmem": g.memory_mib,
-                        "devcore": 100, "type": f"NVIDIA-{g.model}", "numa": g.numa,
-                        "mode": "hami-core", "health": g.healthy} for g in inventory.gpus],
-                      separators=(",", ":"))
+def hami_type(model: str) -> str:
+    """HAMi's ``getAPIDevices``: the NVML name, ``NVIDIA-`` prefixed only when it does not
+    start with ``NVIDIA`` already."""
+    return model if model.startswith("NVIDIA") else f"NVIDIA-{model}"
+
+
+def hami_register(inventory: Inventory, config: AgentConfig) -> str:
+    """HAMi's ``getAPIDevices`` + ``MarshalNodeDevices``: a JSON array of ``DeviceInfo``, whose
+    fields are all ``omitempty`` (index 0, NUMA 0 and an unhealthy card's ``health`` are left
+    out); memory × ``deviceMemoryScaling`` and cores 100 × ``deviceCoreScaling``, neither
+    scaled in MIG mode."""
+    mig = config.vgpu_mode == "mig"
+    cards = []
+    for g in inventory.gpus:
+        devmem = g.memory_mib if mig else int(g.memory_mib * config.device_memory_scaling)
+        devcore = 100 if mig else int(config.device_cores_scaling * 100)
+        fields: list[tuple[str, Any]] = [
+            ("id", g.uuid), ("index", g.index), ("count", config.split_count),
+            ("devmem", devmem), ("devcore", devcore), ("type", hami_type(g.model)),
+            ("numa", max(g.numa, 0)), ("mode", config.vgpu_mode), ("health", g.healthy)]
+        cards.append({key: value for key, value in fields if value})  # Go's omitempty
+    return json.dumps(cards, separators=(",", ":"))
 
 
 def node_annotations(config: AgentConfig, inventory: Inventory, now: float
@@ -148,9 +195,8 @@ def node_annotations(config: AgentConfig, inventory: Inventory, now: float
     out: dict[str, str | None] = {}
     if cfg.vgpu:
         names = cfg.names
-        out[names.register] = (_hami_register(inventory, config.split_count) if
-                               names.register_json else
-                               _volcano_register(inventory, config.split_count))
+        out[names.register] = (hami_register(inventory, config) if names.register_json
+                               else volcano_register(inventory, config))
         stamp = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
         out[HANDSHAKE[names.profile]] = f"Reported {stamp}"
     if cfg.gpu_sharing or cfg.gpu_number:
@@ -247,6 +293,8 @@ class Reporter:
         updated = json.loads(json.dumps(current))
         meta = updated.setdefault("metadata", {})
         labels = dict(meta.get("labels") or {})
+        for key in (LABEL_GPU_MODEL, DRIVER_LABEL):  # owned: gone when no longer known
+            labels.pop(key, None)
         labels.update(wanted["metadata"]["labels"])
         meta["labels"] = labels
         annotations = dict(meta.get("annotations") or {})
@@ -270,10 +318,10 @@ class Reporter:
             return None
         uid = (node.get("metadata") or {}).get("uid")
         return {"apiVersion": "v1", "kind": "Node", "name": self.config.node_name,
-                "uid": uid, "blockOwnerDeletion": True} if uid else None
+                "uid": uid, "controller": True, "blockOwnerDeletion": True} if uid else None
 
     def _node(self, inventory: Inventory) -> None:
-        labels = node_labels(inventory)
+        labels = _label_patch(inventory)
         annotations = node_annotations(self.config, inventory, self.clock())
         patch: dict[str, Any] = {}
         if labels:

@@ -39,6 +39,7 @@ __all__ = [
     "FINEGRAINED",
     "GPUSHARE",
     "VGPU",
+    "VGPU_MODES",
     "AgentConfig",
     "AgentConfigError",
     "Endpoint",
@@ -53,6 +54,8 @@ GPUSHARE = "gpushare"
 VGPU = "vgpu"
 FINEGRAINED = "finegrained"
 NVIDIA_GPU = "nvidia.com/gpu"
+VGPU_MODES = ("hami-core", "mig", "mps")
+"""The peers' operating modes (volcano-vgpu ``config.Mode``, HAMi ``operatingMode``)."""
 DEFAULT_HOOK_PATH = {"volcano": "/usr/local/vgpu", "hami": "/usr/local"}
 """Where HAMi-core (``libvgpu.so``) lives on the host: the peers' DaemonSets set ``HOOK_PATH``
 to these."""
@@ -91,6 +94,14 @@ class AgentConfig:
     """vGPU: HAMi's ``gpuCorePolicy`` (``default``, ``force``, ``disable``)."""
     numa_topology: bool = False
     """Send each device's NUMA node in ``ListAndWatch`` (HAMi's ``enableNumaTopology``)."""
+    vgpu_mode: str = "hami-core"
+    """vGPU: how cards are shared, as the peers' operating mode: ``hami-core``, ``mig`` (MIG
+    instances, :mod:`~scheduler.devices.node.modes`) or ``mps`` (the MPS daemon)."""
+    cdi: bool = False
+    """Answer ``Allocate`` with CDI device names and write the CDI spec (:mod:`.cdi`)."""
+    cdi_root: str = "/var/run/cdi"
+    mps_root: str = "/run/nvidia/mps"
+    """vGPU in ``mps`` mode: the host directory of the MPS daemon's pipe, log and shm."""
 
     @property
     def vgpu_hook_path(self) -> str:
@@ -122,6 +133,9 @@ class AgentConfig:
         if self.gpu_core_policy and self.gpu_core_policy not in CORE_POLICIES:
             raise AgentConfigError(f"the GPU core policy must be default, force or disable, "
                                    f"got {self.gpu_core_policy!r}")
+        if self.vgpu_mode not in VGPU_MODES:
+            raise AgentConfigError(f"--vgpu-mode must be one of {', '.join(VGPU_MODES)}, got "
+                                   f"{self.vgpu_mode!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +213,9 @@ def status_resources(config: AgentConfig, inventory: Inventory) -> dict[str, str
         out[SHARE_NUMBER] = str(len(inventory.gpus))
     if cfg.vgpu and cfg.profile == "volcano":
         names = cfg.names
-        out[names.memory] = str(sum(gpu.memory_mib for gpu in healthy))
+        # in the units of the register annotation (volcano-vgpu divides by its factor)
+        out[names.memory] = str(sum(gpu.memory_mib // config.gpu_memory_factor
+                                    for gpu in healthy))
         out[names.cores] = str(100 * len(healthy))
     if cfg.finegrained:
         out[GPU_MEMORY] = str(sum(gpu.memory for gpu in healthy))
