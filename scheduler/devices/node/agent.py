@@ -28,6 +28,7 @@ import structlog
 from scheduler.devices.node.allocate import Allocator
 from scheduler.devices.node.handshake import HandshakeAccess
 from scheduler.devices.node.inventory import DeviceSource
+from scheduler.devices.node.modes import mode_answer
 from scheduler.devices.node.plugin import DevicePlugins, DeviceState
 from scheduler.devices.node.reporter import ReportAccess, Reporter
 from scheduler.devices.node.resources import GPUSHARE, AgentConfig, endpoints
@@ -99,6 +100,7 @@ class NodeAgent:
         if self.new_id is not None:
             self.allocator.new_id = self.new_id
         self.allocator.mig = self.mig
+        self.allocator.mode_answer = mode_answer
         self._start_extras(state)
         self.reporter = Reporter(access=self.access, config=self.config, endpoints=served,
                                  checkpoint_path=self.checkpoint_path, clock=self.clock)

@@ -181,6 +181,9 @@ class Allocator:
     new_id: Callable[[], str] = lambda: str(uuidlib.uuid4())
     mig: Any = None
     """vGPU ``mig`` mode: the cards' MIG devices (:class:`.modes.MigSource`)."""
+    mode_answer: Callable[..., ContainerAnswer] | None = None
+    """vGPU ``mig``/``mps`` mode: :func:`.modes.mode_answer`, handed in by the agent (the modes
+    module builds on this one, so it is not imported here)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _served: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """pod uid → (container, resource) handed out by this process (GPU share and
@@ -468,10 +471,10 @@ class Allocator:
     def _vgpu_answer(self, pod: Mapping[str, Any], container: Mapping[str, Any],
                      devices: list[ContainerDevice]) -> ContainerAnswer:
         if self.config.vgpu_mode != "hami-core":  # MIG instances or MPS (modes.py)
-            from scheduler.devices.node.modes import mode_answer
-
+            if self.mode_answer is None:
+                raise self._vgpu_fail(pod, f"vGPU {self.config.vgpu_mode} mode is not served")
             try:
-                return mode_answer(config=self.config, inventory=self.inventory(),
+                return self.mode_answer(config=self.config, inventory=self.inventory(),
                                    source=self.mig, pod=_key(pod),
                                    container=str(container.get("name", "")), devices=devices)
             except AllocationError as exc:

@@ -21,7 +21,7 @@ from scheduler.devices.base import DeviceConfig
 from scheduler.devices.mig import encode_mig_id
 from scheduler.devices.names import HAMI, VOLCANO, VGpuNames
 from scheduler.devices.node.allocate import AllocationError, Allocator, Mount
-from scheduler.devices.node.modes import FakeMig, NvmlMig, parse_fake_mig
+from scheduler.devices.node.modes import FakeMig, NvmlMig, mode_answer, parse_fake_mig
 from scheduler.devices.node.nodelock import format_lock
 from scheduler.devices.node.resources import AgentConfig, Endpoint
 from tests.builders import make_node
@@ -43,7 +43,7 @@ def setup(names: VGpuNames, mode: str, *, mig: Any = None) -> tuple[MemoryCluste
         mps_root="/run/nvidia/mps")
     allocator = Allocator(access=cluster, config=config, inventory=lambda: INV,
                           clock=lambda: NOW, sleep=lambda _: None, new_id=lambda: "c0ffee",
-                          mig=mig)
+                          mig=mig, mode_answer=mode_answer)
     return cluster, allocator
 
 
