@@ -54,6 +54,7 @@ from scheduler.cache.intern import StringTable
 from scheduler.cache.jobs import assemble_jobs
 from scheduler.cache.queueusage import QueueUsage
 from scheduler.cache.resync import ResyncQueue
+from scheduler.cache.shards import NodeShardStore
 from scheduler.cache.snapshot import PoolRefresh, SnapshotPool
 from scheduler.cache.status import StatusRecorder
 from scheduler.cache.statuswriter import CoalescingWriter
@@ -72,6 +73,7 @@ _API_VERSIONS = {
     "Queue": "scheduling.volcano.sh/v1beta1",
     "Device": "scheduling.koordinator.sh/v1alpha1",
     "HyperNode": "topology.volcano.sh/v1alpha1",
+    "NodeShard": "shard.volcano.sh/v1alpha1",
 }
 
 NodeDevicesBuilder = Callable[[NodeInfo, Mapping[str, Any] | None], dict[str, Any]]
@@ -92,6 +94,8 @@ class SchedulerCache(CacheWrites):
         node_devices: NodeDevicesBuilder | None = None,
         device_dims: Iterable[str] = (),
         implied_groups: bool = False,
+        sharding_mode: str = "none",
+        sharding_name: str = "volcano",
     ) -> None:
         self.writer = writer
         self.scheduler_names = frozenset(scheduler_names)
@@ -131,6 +135,8 @@ class SchedulerCache(CacheWrites):
         self.device_objects: dict[str, Mapping[str, Any]] = {}
         self.hypernodes = HyperNodeStore()
         """HyperNode objects and the network-topology tree built from them."""
+        self.shards = NodeShardStore(mode=sharding_mode, name=sharding_name)
+        """NodeShards and the nodes this scheduler may use (``--scheduler-sharding-*``)."""
         """Koordinator ``Device`` objects (one per node, named after it), kept raw."""
         self.resync = ResyncQueue(clock=clock)
         self.orphans: list[JobID] = []
@@ -210,6 +216,7 @@ class SchedulerCache(CacheWrites):
             "Device": self._device,
             "Namespace": self._namespace,
             "HyperNode": self._hypernode,
+            "NodeShard": self._node_shard,
         }
         handler = (functools.partial(self._dra, kind) if kind in DRA_KINDS
                    else handlers.get(kind))
@@ -280,6 +287,15 @@ class SchedulerCache(CacheWrites):
     def _hypernode(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         self.hypernodes.apply(deleted, obj)
         self.broken.pop(f"HyperNode {(obj.get('metadata') or {}).get('name', '')}", None)
+
+    def _node_shard(self, deleted: bool, obj: Mapping[str, Any]) -> None:
+        status = self.shards.apply(deleted, obj)
+        self.broken.pop(f"NodeShard {(obj.get('metadata') or {}).get('name', '')}", None)
+        write = getattr(self.writer, "update_node_shard_status", None)
+        if status is not None and write is not None:
+            name = self.shards.name
+            self.enqueue_status(("NodeShard", name),
+                                lambda: write(name=name, status=status))
 
     def _node(self, deleted: bool, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -605,6 +621,7 @@ class SchedulerCache(CacheWrites):
         return Snapshot(nodes=nodes, jobs=jobs, queues=queues, device_dims=self.device_dims,
                         namespace_labels=dict(self.namespace_labels), active=active,
                         hypernodes=self.hypernodes.tree(self.nodes),
+                        shard=self.shards.scope(),
                         dra=self.dra.view(session=refreshed is not None))
 
     def update_podgroup(

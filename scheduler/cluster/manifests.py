@@ -26,6 +26,7 @@ import yaml
 from scheduler.api.errors import ObjectError
 from scheduler.api.hypernode import hypernode_from_object
 from scheduler.api.node import node_from_object
+from scheduler.api.nodeshard import SHARD_API_VERSION, node_shard_from_object
 from scheduler.api.pod import PodParseMemo
 from scheduler.api.podclaims import pod_claims
 from scheduler.api.podgroup import podgroup_from_object
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", "Device", "ConfigMap",
-         "HyperNode", *DRA_KINDS)
+         "HyperNode", "NodeShard", *DRA_KINDS)
 _NAMESPACED = ("Pod", "PodGroup", "ConfigMap", "ResourceClaim", "ResourceClaimTemplate")
 BUILT_IN_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 """The classes every API server creates itself, so a pod may name them without a manifest."""
@@ -64,6 +65,7 @@ _GROUPS = {
     "Device": ("scheduling.koordinator.sh/v1alpha1",),
     "ConfigMap": ("v1",),  # Volcano's device config (read by the device families)
     "HyperNode": ("topology.volcano.sh/v1alpha1",),
+    "NodeShard": (SHARD_API_VERSION,),
     **dict.fromkeys(DRA_KINDS, (DRA_API_VERSION,)),
 }
 
@@ -165,6 +167,8 @@ def _check(manifest: Manifest, *, parsed: PodParseMemo) -> None:
             queue_from_object(obj)
         elif kind == "HyperNode":
             hypernode_from_object(obj)
+        elif kind == "NodeShard":
+            node_shard_from_object(obj)
         elif kind == "PriorityClass":
             value = obj.get("value")
             if isinstance(value, bool) or not isinstance(value, int):

@@ -198,6 +198,8 @@ class SimCluster:
             apply("ADDED", "Device", obj)
         for obj in self.objects.get("HyperNode", {}).values():
             apply("ADDED", "HyperNode", obj)
+        for obj in self.objects.get("NodeShard", {}).values():
+            apply("ADDED", "NodeShard", obj)
         for kind in DRA_KINDS:
             for obj in self.objects.get(kind, {}).values():
                 apply("ADDED", kind, obj)
@@ -335,6 +337,12 @@ class SimCluster:
         queue.setdefault("status", {}).update(copy.deepcopy(dict(status)))
         self._modified(queue)
 
+    def update_node_shard_status(self, *, name: str, status: Mapping[str, Any]) -> None:
+        """Merge the scheduler's fields into a NodeShard's ``status``."""
+        shard = self.get("NodeShard", name)
+        shard.setdefault("status", {}).update(copy.deepcopy(dict(status)))
+        self._modified(shard)
+
     def record_event(
         self,
         *,
@@ -444,7 +452,8 @@ class SimCluster:
         """Every object, kinds in a stable order, then the Events. HyperNodes carry the
         ``status.nodeCount`` Volcano's HyperNode controller would write."""
         out: list[Obj] = []
-        for kind in ("Node", "Device", *DRA_KINDS, "Pod", "PodGroup", "Queue", "PriorityClass"):
+        for kind in ("Node", "Device", *DRA_KINDS, "Pod", "PodGroup", "Queue", "PriorityClass",
+                     "NodeShard"):
             out.extend(self.objects.get(kind, {}).values())
             if kind == "Device":
                 out.extend(self._hypernodes_with_status())

@@ -111,13 +111,16 @@ def run_simulation(
     take_manifests: bool = False,
     on_cycle: Callable[[SimulationResult], None] | None = None,
     on_close: Callable[[Any, CycleStats], None] | None = None,
+    setup: Callable[[SimCluster, SchedulerCache], None] | None = None,
 ) -> SimulationResult:
     """Run cycles until one changes nothing or ``max_cycles`` ran (``freeze_loaded`` and
     ``take_manifests`` as for :func:`build_simulation`); ``on_cycle`` is told before each
-    cycle, and ``result.cycles`` counts those done."""
+    cycle, and ``result.cycles`` counts those done; ``setup`` as for
+    :func:`build_simulation`."""
     cluster, cache, scheduler = build_simulation(
         manifests, conf=conf, scheduler_names=scheduler_names, seed=seed,
         freeze_loaded=freeze_loaded, take_manifests=take_manifests, on_close=on_close,
+        setup=setup,
     )
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()

@@ -11,9 +11,10 @@ import argparse
 import gc
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scheduler.cluster.kube.flags import feature_gates, positive_int
+from scheduler.cluster.kube.flags import add_sharding_arguments, feature_gates, positive_int
 from scheduler.commands.progress import Ticker
 
 if TYPE_CHECKING:
@@ -178,6 +179,7 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
         take_manifests=True,  # nothing here reads them again
         on_cycle=on_cycle,
         on_close=publisher,
+        setup=sharding_setup(args.scheduler_sharding_mode, args.scheduler_sharding_name),
     )
     state["cycles"] = result.cycles
     del manifests  # the cluster holds the objects (or copies) now
@@ -201,6 +203,19 @@ def _run(args: argparse.Namespace, progress: Ticker, state: dict[str, Any],
         state["writing"] = True
         write_list(objects, sys.stdout, output=args.output)
     return 0
+
+
+def sharding_setup(mode: str, name: str) -> Callable[[Any, Any], None] | None:
+    """Switch the simulated scheduler's cache to node sharding (NodeShards from the files)."""
+    if mode == "none":
+        return None
+
+    def setup(cluster: Any, cache: Any) -> None:
+        from scheduler.cache.shards import NodeShardStore
+
+        cache.shards = NodeShardStore(mode=mode, name=name)
+
+    return setup
 
 
 def add_simulate_arguments(sub: Any) -> None:
@@ -237,6 +252,7 @@ def add_simulate_arguments(sub: Any) -> None:
                      "discovery does; FILE holds the volcano-controller.conf text, or a "
                      "ConfigMap carrying it under that key (HyperNodes in the manifests that "
                      "discovery did not make are kept as given)")
+    add_sharding_arguments(sim)
     sim.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                      help="table: nodes, pending pods with their reason, evictions and "
                      "PodGroups, then a totals line; yaml/json: every object after scheduling "

@@ -37,6 +37,7 @@ from scheduler.api.types import JobID, QueueID, TaskID, TaskStatus
 from scheduler.framework.hooks import FloatArray, IntArray
 from scheduler.framework.select import sampling_target
 from scheduler.framework.session import Session
+from scheduler.framework.shard import shard_first
 from scheduler.framework.statement import Statement
 
 __all__ = [
@@ -174,7 +175,8 @@ def candidate_rows(
     session: Session, task: TaskInfo, evictable: FloatArray | None, *, scored: bool = True
 ) -> IntArray:
     """Rows worth trying for ``task``: best score first when ``scored`` (preempt), else in
-    sampling order (reclaim does not score); empty when none."""
+    sampling order (reclaim does not score), the shard's first in soft node sharding; empty
+    when none."""
     table = session.table
     total = len(table)
     mask = session.preempt_mask(task)
@@ -199,7 +201,8 @@ def candidate_rows(
     if scored and len(rows) > 1:
         scores = session.score(task, rows)
         rows = rows[np.argsort(-scores, kind="stable")]
-    return rows
+    # Soft node sharding: the shard's nodes are tried first (GetPredicatedNodeByShard).
+    return shard_first(session.shard, rows)
 
 
 def predicate_passes(session: Session, task: TaskInfo, node: NodeInfo) -> bool:

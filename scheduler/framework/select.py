@@ -5,7 +5,9 @@
 3. Sampling like Volcano's ``percentageOfNodesToFind``: from a rotating start index take the
    first ``target`` feasible nodes, running exact per-node checks only on those.
 4. Candidates that fit current idle are preferred over those that fit only future idle; ties
-   of the summed plugin scores are broken by the session's seeded random source.
+   of the summed plugin scores are broken by the session's seeded random source. In soft
+   node-sharding mode each of the two is tried on the shard's nodes before the others
+   (Volcano's ``prioritizeNodes``: idle in shard, idle outside, future in, future outside).
 Fit errors are built only when nothing fits, naming each node's first failing check.
 """
 
@@ -16,6 +18,7 @@ import bisect
 import numpy as np
 
 from scheduler.api.node import NodeInfo
+from scheduler.api.nodeshard import NOT_IN_SHARD
 from scheduler.api.status import FitErrors
 from scheduler.api.task import TaskInfo
 from scheduler.framework.hooks import BoolArray, IntArray
@@ -107,6 +110,12 @@ def _explain(
     table = session.table
     alive: BoolArray = np.ones(len(table), dtype=bool) if within is None else within.copy()
     errors = FitErrors(nodes=int(alive.sum()))
+    shard = session.shard
+    if shard.hard:  # Volcano checks the shard before any predicate, resources included
+        outside = alive & ~shard.mask
+        if outside.any():
+            errors.add(NOT_IN_SHARD, int(outside.sum()))
+            alive &= shard.mask
     if check_resources:
         for failed, reason in table.fit_reasons(task.init_resreq, alive):
             errors.add(reason, int(failed.sum()))
@@ -127,6 +136,8 @@ def best_node(session: Session, task: TaskInfo, rows: IntArray) -> tuple[NodeInf
     fits_idle = bool(idle_fit.any())
     if fits_idle:
         rows = rows[idle_fit]
+    if session.shard.soft:  # the shard's nodes first, in each of idle and future idle
+        rows = next(group for group in session.shard.split(rows) if len(group))
     if len(rows) == 1:
         return table.nodes[int(rows[0])], fits_idle
     scores = session.score(task, rows)

@@ -21,6 +21,7 @@ import structlog
 
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
+from scheduler.api.nodeshard import NOT_IN_SHARD
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.status import Status
@@ -31,6 +32,7 @@ from scheduler.framework.hypernodes import HyperNodeView
 from scheduler.framework.interface import SessionSink
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.settled import Contribution
+from scheduler.framework.shard import ShardView
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.victims import (
     combine_evictable,
@@ -187,6 +189,7 @@ class Session:
         """Copies of ``JobInfo.allocated`` taken just before a job's first in-session change."""
         self._hook_cache: dict[type, list[list[Any]]] = {}
         self._hypernode_view: HyperNodeView | None = None
+        self._shard_view: ShardView | None = None
         self._job_order = self._flat(h.JobOrder, "job_order")
         ordering = [p for tier in self.hooks(h.JobOrder) for p in tier]
         self._order_keys: dict[JobID, tuple[int, tuple[Any, ...]]] | None = (
@@ -430,22 +433,41 @@ class Session:
                     return status
         return None
 
+    @property
+    def shard(self) -> ShardView:
+        """This scheduler's node shard over the node table (:mod:`.shard`)."""
+        view = self._shard_view
+        if view is None:
+            view = self._shard_view = ShardView(self.snapshot.shard, self.table)
+        return view
+
     def predicate_mask(self, task: TaskInfo) -> h.BoolArray:
-        """AND of every vectorised predicate (resource fit is the caller's first check)."""
-        mask = np.ones(len(self.table), dtype=bool)
+        """AND of every vectorised predicate (resource fit is the caller's first check), and
+        of the node shard in hard sharding mode."""
+        mask = self.shard.mask.copy() if self.shard.hard else np.ones(len(self.table),
+                                                                         dtype=bool)
         for plugin in self._predicates:
             mask &= plugin.predicate_mask(task, self.table)
         return mask
 
     def preempt_mask(self, task: TaskInfo) -> h.BoolArray:
-        """Nodes no predicate rules out for good (``PredicateForPreemptAction``)."""
-        return preempt_mask(self, task, self._preempt_predicates)
+        """Nodes no predicate rules out for good (``PredicateForPreemptAction``), inside the
+        node shard in hard sharding mode."""
+        mask = preempt_mask(self, task, self._preempt_predicates)
+        if self.shard.hard:
+            mask &= self.shard.mask
+        return mask
 
     def predicate_reasons(
         self, task: TaskInfo, alive: h.BoolArray
     ) -> list[tuple[h.BoolArray, str]]:
         out: list[tuple[h.BoolArray, str]] = []
         remaining = alive.copy()
+        if self.shard.hard:  # checked before any predicate, as Volcano's PredicateNodes does
+            outside = remaining & ~self.shard.mask
+            if outside.any():
+                out.append((outside, NOT_IN_SHARD))
+                remaining &= self.shard.mask
         for plugin in self._predicates:
             for failed, reason in plugin.predicate_reasons(task, self.table, remaining):
                 failed = failed & remaining

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from scheduler.api.hypernode import HyperNodeTree
 from scheduler.api.job import JobInfo
 from scheduler.api.node import NodeInfo
+from scheduler.api.nodeshard import ShardScope
 from scheduler.api.queue import QueueInfo
 from scheduler.api.types import JobID, QueueID, TaskID
 from scheduler.framework.draview import DraView
@@ -54,6 +55,8 @@ class Snapshot:
     """The network-topology tree (shared with the cache and later snapshots: read only)."""
     dra: DraView | None = None
     """The DRA objects this session sees (None: none)."""
+    shard: ShardScope | None = None
+    """Node sharding: the mode and the nodes of this scheduler's shard (None: sharding off)."""
     active: list[JobID] | None = None
     """The jobs that are not settled, in ``jobs`` order (None: every job)."""
     closed_jobs: list[JobID] | None = None

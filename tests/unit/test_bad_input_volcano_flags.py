@@ -54,8 +54,7 @@ def test_every_volcano_scheduler_flag_is_accepted_and_the_unused_ones_named() ->
         "--enable-pprof=true", "--gate-removal-worker-num=5", "--ignored-provisioners=rancher.io/local-path",
         "--leader-elect-resource-lock=leases", "--log-dir=/var/log",
         "--node-worker-threads=20", "--plugins-dir=/plugins", "--priority-class=true",
-        "--resync-period=0s", "--scheduler-sharding-mode=none",
-        "--scheduler-sharding-name=volcano", "--tls-cert-file=/c", "--tls-private-key-file=/k",
+        "--resync-period=0s", "--tls-cert-file=/c", "--tls-private-key-file=/k",
     ]
 
 

@@ -115,6 +115,18 @@ def _flag(group: argparse._ArgumentGroup, name: str, default: bool, help: str) -
                        metavar="BOOL", help=f"{help} (default {str(default).lower()})")
 
 
+def add_sharding_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Volcano's ``--scheduler-sharding-mode`` and ``--scheduler-sharding-name``."""
+    parser.add_argument("--scheduler-sharding-mode", choices=("none", "hard", "soft"),
+                        default="none",
+                        help="node sharding, as Volcano 1.14+: hard = place only on the nodes "
+                             "of this scheduler's NodeShard, soft = prefer them, none = ignore "
+                             "NodeShards (default none)")
+    parser.add_argument("--scheduler-sharding-name", default="volcano", metavar="NAME",
+                        help="the NodeShard (shard.volcano.sh) of this scheduler "
+                             "(default volcano)")
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``vc-scheduler``-compatible flags of ``lahar run`` to ``parser``."""
     sched = parser.add_argument_group("scheduling")
@@ -138,6 +150,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--scheduler-name", action="append", default=None, metavar="NAME",
                        help="schedule pods with this spec.schedulerName (repeatable; "
                             "default volcano)")
+    add_sharding_arguments(sched)
     sched.add_argument("--feature-gates", type=feature_gates, default="",
                        metavar="NAME=true|false,...",
                        help="kube-scheduler's Dynamic Resource Allocation feature gates "

@@ -16,9 +16,9 @@ A :class:`Reflector` keeps one collection (nodes, pods, …) in step with the AP
 Objects are delivered as the decoded JSON dicts, never through the ``kubernetes`` client's
 models, and without ``metadata.managedFields``.
 
-Collections of optional CRDs (Koordinator ``Device``, Volcano ``HyperNode``) and of the DRA group
-(``resource.k8s.io/v1``, served from Kubernetes 1.34 on) answer 404 when absent; that is logged
-once, counts as synced, and is looked at again after a while.
+Collections of optional CRDs (Koordinator ``Device``, Volcano ``HyperNode`` and ``NodeShard``)
+and of the DRA group (``resource.k8s.io/v1``, served from Kubernetes 1.34 on) answer 404 when
+absent; that is logged once, counts as synced, and is looked at again after a while.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ __all__ = [
     "HYPERNODES",
     "NAMESPACES",
     "NODES",
+    "NODESHARDS",
     "PODGROUPS",
     "PODS",
     "PRIORITY_CLASSES",
@@ -91,6 +92,9 @@ DEVICES = ResourceSpec("Device", "/apis/scheduling.koordinator.sh/v1alpha1", "de
                        optional=True)
 HYPERNODES = ResourceSpec("HyperNode", "/apis/topology.volcano.sh/v1alpha1", "hypernodes",
                           optional=True)
+NODESHARDS = ResourceSpec("NodeShard", "/apis/shard.volcano.sh/v1alpha1", "nodeshards",
+                          optional=True)
+"""Watched only with ``--scheduler-sharding-mode`` hard or soft (not in :data:`RESOURCES`)."""
 _DRA = "/apis/resource.k8s.io/v1"
 DRA_RESOURCES: tuple[ResourceSpec, ...] = (
     ResourceSpec("DeviceClass", _DRA, "deviceclasses", optional=True),

@@ -35,7 +35,14 @@ from scheduler.cluster.kube.discovery import DiscoveryController
 from scheduler.cluster.kube.flags import add_run_arguments, normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
 from scheduler.cluster.kube.podgroups import PodGroupController
-from scheduler.cluster.kube.reflector import RESOURCES, Handler, Reflector, ReflectorGroup
+from scheduler.cluster.kube.reflector import (
+    NODESHARDS,
+    RESOURCES,
+    Handler,
+    Reflector,
+    ReflectorGroup,
+    ResourceSpec,
+)
 from scheduler.cluster.kube.retry import status_of
 from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics, chain
 from scheduler.cluster.kube.volcano_flags import not_acted_on
@@ -429,6 +436,14 @@ def _ensure_default_queue(writer: KubeClusterWriter, name: str, stop: threading.
     log.error("giving up creating the default queue", queue=name)
 
 
+def resources_watched(args: argparse.Namespace) -> tuple[ResourceSpec, ...]:
+    """Every collection the cache mirrors; NodeShards only with node sharding on, as
+    Volcano starts its NodeShard informer only then."""
+    if args.scheduler_sharding_mode == "none":
+        return RESOURCES
+    return (*RESOURCES, NODESHARDS)
+
+
 def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any, health: Health,
                      stop: threading.Event, dump_requested: threading.Event,
                      leading: Callable[[], bool] = lambda: True) -> None:
@@ -453,6 +468,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                            default_queue=args.default_queue, clock=time.time,
                            node_selector=args.node_selector,
                            implied_groups=args.enable_podgroup_controller,
+                           sharding_mode=args.scheduler_sharding_mode,
+                           sharding_name=args.scheduler_sharding_name,
                            **devices.cache_options())
     devices.install(cache, access=writer, clock=time.time)
     cache.start_background(bind_workers=args.bind_workers, gate=leading)
@@ -471,7 +488,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind, groups, discovery,
                                                          seen=gauges.saw_event))
-                                 for spec in RESOURCES])
+                                 for spec in resources_watched(args)])
     if groups is not None:
         groups.synced = lambda: reflectors.has_synced
     # The first mirror makes objects that live on (pods, nodes, their tasks): collections

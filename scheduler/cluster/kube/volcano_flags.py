@@ -34,8 +34,6 @@ _VALUES = {
     "--node-worker-threads": ("N", "node sync workers"),
     "--gate-removal-worker-num": ("N", "scheduling-gate removal workers"),
     "--ignored-provisioners": ("LIST", "CSI provisioners left out of PVC requests"),
-    "--scheduler-sharding-mode": ("MODE", "node sharding"),
-    "--scheduler-sharding-name": ("NAME", "node shard name"),
     "--leader-elect-resource-lock": ("KIND", "lock kind (Lahar always uses a Lease)"),
     "--log-dir": ("DIR", "klog"), "--log-file": ("FILE", "klog"),
     "--log-file-max-size": ("MB", "klog"), "--log-flush-frequency": ("DURATION", "klog"),

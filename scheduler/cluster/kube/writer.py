@@ -48,6 +48,7 @@ _log = logging.getLogger(__name__)
 
 CORE = "/api/v1"
 VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
+SHARD = "/apis/shard.volcano.sh/v1alpha1"
 DRA = "/apis/resource.k8s.io/v1"
 EVENT_MESSAGE_LIMIT = 1024
 EVENT_REPEAT_WINDOW = 600.0
@@ -213,6 +214,14 @@ class KubeClusterWriter:
                 raise
             raise WriteError(f"{what}: 404: the Queue was deleted, or its CRD has no status "
                              "subresource (install conf/crds)", status=404) from None
+
+    def update_node_shard_status(self, *, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch this scheduler's fields (``nodesInUse``, ``nodesToAdd``,
+        ``nodesToRemove``) into its NodeShard's ``/status``; Volcano's scheduler writes the
+        same fields (UpdateNodeShardStatus). A 404 means the NodeShard is gone."""
+        self._call(f"update status of nodeshard {name}", lambda: self._patch(
+            object_path(SHARD, "nodeshards", name=name, subresource="status"),
+            {"status": dict(status)}, MERGE_PATCH))
 
     def ensure_queue(self, name: str, *, weight: int = 1, reclaimable: bool = True) -> bool:
         """Create the Queue unless it exists; True when this call created it."""
