@@ -65,10 +65,6 @@ class NodeShardStore:
     def refresh(self) -> dict[str, Any] | None:
         own = self.shards.get(self.name)
         if own is None:
-            if not self._missing_told:
-                log.error("node sharding is on but no NodeShard is named after this scheduler",
-                          shard=self.name, mode=self.mode)
-                self._missing_told = True
             return None
         self._missing_told = False
         usable = set(own.desired)
@@ -93,4 +89,9 @@ class NodeShardStore:
         """What the next session sees (None with sharding off)."""
         if not self.enabled:
             return None
+        if self.name not in self.shards and not self._missing_told:
+            log.error("node sharding is on but no NodeShard is named after this scheduler; "
+                      "it places on no node (hard) or prefers none (soft)", shard=self.name,
+                      mode=self.mode)
+            self._missing_told = True
         return ShardScope(mode=self.mode, nodes=self.in_use)

@@ -1,5 +1,5 @@
 """The ``lahar`` command line: ``simulate``, ``conf check``, ``inspect``, ``replay``,
-``device``, ``completion`` and (with a cluster) ``run``.
+``device``, ``completion`` and (with a cluster) ``run`` and ``shard-controller``.
 
 Every sub-command is registered unconditionally: a broken installation fails with its import
 error instead of quietly losing commands. A command's module is imported only when that
@@ -68,6 +68,10 @@ COMMANDS: dict[str, Command] = {
     "run": Command("schedule pods on a Kubernetes cluster",
                    (("scheduler.commands.cli", "add_run_command"),),
                    needs=("scheduler.cluster.kube.run", "kubernetes")),
+    "shard-controller": Command("split the nodes among schedulers as NodeShards",
+                                (("scheduler.commands.shardcontroller",
+                                  "add_shard_controller_arguments"),),
+                                needs=("scheduler.cluster.kube.shardcontroller",)),
     "completion": Command("print a shell completion script (bash, zsh, tcsh or fish)",
                           (("scheduler.commands.cli", "add_completion_command"),),
                           needs=("shtab",)),

@@ -29,7 +29,8 @@ def start_standalone(kubeconfig: str | Path, *, port: int = 0,
                      max_watch_seconds: float = 30.0) -> ApiServerDouble:
     """Start serving on 127.0.0.1 and write a kubeconfig for it; ``stop()`` when done."""
     double = ApiServerDouble(collections=STANDALONE_COLLECTIONS,
-                             status_subresources=("queues", "pods", "nodes", "resourceclaims"),
+                             status_subresources=("queues", "pods", "nodes", "resourceclaims",
+                                                 "nodeshards"),
                              max_watch_seconds=max_watch_seconds, port=port)
     double.start()
     write_kubeconfig(double.url, kubeconfig)

@@ -16,7 +16,7 @@ With ``collections=STANDALONE_COLLECTIONS`` it also acts as a bare API server fo
 ``generateName``, label and field selectors, Node and Pod status subresources, and the
 ``PodScheduled`` condition a successful Binding sets.
 
-Custom objects (PodGroup, Queue, Device, HyperNode) are checked against the CRD schemas of
+Custom objects (PodGroup, Queue, Device, HyperNode, NodeShard) are checked against the CRD schemas of
 ``conf/crds/`` on every write and refused with 422 as a real server refuses them.
 """
 
@@ -38,10 +38,12 @@ from typing import Any
 from tests.apiserver.crdschema import crd_errors, invalid_message
 
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "queues", "devices",
-                  "customresourcedefinitions", "hypernodes", "deviceclasses", "resourceslices"}
+                  "customresourcedefinitions", "hypernodes", "deviceclasses", "resourceslices",
+                  "nodeshards"}
 KINDS = {"nodes": "Node", "pods": "Pod", "priorityclasses": "PriorityClass",
          "podgroups": "PodGroup", "queues": "Queue", "devices": "Device", "leases": "Lease",
          "events": "Event", "namespaces": "Namespace", "hypernodes": "HyperNode",
+         "nodeshards": "NodeShard",
          "deviceclasses": "DeviceClass", "resourceslices": "ResourceSlice",
          "resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}
 DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "v1/namespaces",
@@ -50,9 +52,11 @@ DEFAULT_COLLECTIONS = ("v1/nodes", "v1/pods", "v1/events", "v1/namespaces",
                        "scheduling.volcano.sh/v1beta1/queues", "coordination.k8s.io/v1/leases")
 DEVICES = "scheduling.koordinator.sh/v1alpha1/devices"
 HYPERNODES = "topology.volcano.sh/v1alpha1/hypernodes"
+NODESHARDS = "shard.volcano.sh/v1alpha1/nodeshards"
 DRA_COLLECTIONS = tuple(f"resource.k8s.io/v1/{plural}" for plural in (
     "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"))
-STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES, *DRA_COLLECTIONS)
+STANDALONE_COLLECTIONS = (*DEFAULT_COLLECTIONS, DEVICES, HYPERNODES, NODESHARDS,
+                          *DRA_COLLECTIONS)
 
 
 def is_namespaced(plural: str) -> bool:
