@@ -156,3 +156,40 @@ def test_preempt_evicts_in_the_shard(mode: str, victim: str) -> None:
     result = run(objects, mode=mode, conf=e2e_conf(actions="enqueue, allocate, preempt"),
                  max_cycles=3)
     assert evicted(result) == [victim]
+
+
+@pytest.mark.parametrize(("mode", "victim"), [("none", "low-task-0"), ("hard", "low-task-1"),
+                                             ("soft", "low-task-1")])
+def test_reclaim_evicts_in_the_shard(mode: str, victim: str) -> None:
+    """TestReclaimWithShard (pkg/scheduler/actions/reclaim/reclaim_shard_test.go): queue q1
+    fills both two-CPU nodes beyond its share; q2's pod reclaims on the shard's node (n2 here;
+    without sharding n1 comes first)."""
+    objects = [make_node("n1", cpu="2", memory="2Gi", pods="10"),
+               make_node("n2", cpu="2", memory="2Gi", pods="10"),
+               make_queue("q1"), make_queue("q2"), *priority_classes(),
+               *vcjob("low", replicas=2, min_member=1, cpu="2", queue="q1",
+                      priority="low-priority", running_on=["n1", "n2"]),
+               *vcjob("high", replicas=1, min_member=1, queue="q2", priority="high-priority"),
+               node_shard("test-shard", ["n2"])]
+    result = run(objects, mode=mode, conf=e2e_conf(actions="enqueue, allocate, reclaim"),
+                 max_cycles=3)
+    assert evicted(result) == [victim]
+
+
+def test_simulate_command_takes_the_sharding_flags(tmp_path: Any, capsys: Any) -> None:
+    """``lahar simulate --scheduler-sharding-mode hard --scheduler-sharding-name`` with the
+    NodeShard among the manifests."""
+    import yaml
+
+    from scheduler.commands.cli import main
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all([*four_nodes(), *one_pod(),
+                                        node_shard("mine", ["n4"])]))
+    assert main(["simulate", str(path), "-o", "json", "--scheduler-sharding-mode", "hard",
+                 "--scheduler-sharding-name", "mine"]) == 0
+    items = yaml.safe_load(capsys.readouterr().out)["items"]
+    (pod,) = [o for o in items if o["kind"] == "Pod"]
+    assert pod["spec"]["nodeName"] == "n4"
+    (shard,) = [o for o in items if o["kind"] == "NodeShard"]
+    assert shard["status"] == {"nodesInUse": ["n4"], "nodesToAdd": [], "nodesToRemove": []}
