@@ -126,3 +126,19 @@ def test_a_malformed_shard_is_reported_and_the_last_good_one_kept(spec: Obj,
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="sharding mode 'firm'"):
         NodeShardStore(mode="firm")
+
+
+@pytest.mark.parametrize("flags", [["--scheduler-sharding-mode=firm"],
+                                   ["--scheduler-sharding-name="],
+                                   ["--scheduler-sharding-name=Shard_A"]])
+def test_bad_sharding_flags_are_refused_naming_the_flag(flags: list[str],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from scheduler.cluster.kube.flags import add_run_arguments
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(flags)
+    assert "--scheduler-sharding-" in capsys.readouterr().err

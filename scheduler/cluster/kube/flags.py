@@ -115,6 +115,15 @@ def _flag(group: argparse._ArgumentGroup, name: str, default: bool, help: str) -
                        metavar="BOOL", help=f"{help} (default {str(default).lower()})")
 
 
+def _shard_name(text: str) -> str:
+    """A NodeShard name: a DNS subdomain, as the API server requires of cluster objects."""
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a NodeShard name: lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit")
+    return text
+
+
 def add_sharding_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """Volcano's ``--scheduler-sharding-mode`` and ``--scheduler-sharding-name``."""
     parser.add_argument("--scheduler-sharding-mode", choices=("none", "hard", "soft"),
@@ -123,6 +132,7 @@ def add_sharding_arguments(parser: argparse.ArgumentParser | argparse._ArgumentG
                              "of this scheduler's NodeShard, soft = prefer them, none = ignore "
                              "NodeShards (default none)")
     parser.add_argument("--scheduler-sharding-name", default="volcano", metavar="NAME",
+                        type=_shard_name,
                         help="the NodeShard (shard.volcano.sh) of this scheduler "
                              "(default volcano)")
 
