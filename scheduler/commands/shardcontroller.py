@@ -65,6 +65,10 @@ def _run(args: argparse.Namespace) -> int:
     controller.run(stop, once=args.once)
     if args.once:
         print(summary(controller.plan()))
+        if controller.failed_writes:
+            print(f"error: {controller.failed_writes} NodeShard write(s) failed (see the log)",
+                  file=sys.stderr)
+            return 1
     return 0
 
 

@@ -186,3 +186,23 @@ def test_optional_rbac_grants_what_scheduler_and_controller_call() -> None:
     parsed = build_parser().parse_args(args)
     assert (parsed.scheduler_sharding_mode, parsed.scheduler_sharding_name) == ("hard",
                                                                                 "volcano")
+
+
+def test_once_fails_when_the_shards_cannot_be_written(apiserver: ApiServerDouble,
+                                                      tmp_path: Any,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``lahar shard-controller --once`` exits 1 when a NodeShard write failed (here: refused
+    by the server), and 2 for a configuration that does not parse."""
+    from scheduler.commands.cli import main
+
+    apiserver.create("v1/nodes", make_node("n0", cpu="4"))
+    apiserver.fail("POST", "^/apis/shard.volcano.sh/", 403, times=10)
+    config = tmp_path / "sharding.yaml"
+    config.write_text(BANDS)
+    assert main(["shard-controller", "--master", apiserver.url, "--sharding-config",
+                 str(config), "--once"]) == 1
+    assert "NodeShard write(s) failed" in capsys.readouterr().err
+    config.write_text("schedulerConfigs: []")
+    assert main(["shard-controller", "--master", apiserver.url, "--sharding-config",
+                 str(config), "--once"]) == 2
+    assert "at least one schedulerConfig entry" in capsys.readouterr().err

@@ -84,6 +84,8 @@ class ShardController:
         self.shards: dict[str, Mapping[str, Any]] = {}
         self.triggered = threading.Event()
         self.writes = 0
+        self.failed_writes = 0
+        """Writes that failed in the last sync."""
 
     # -- events ---------------------------------------------------------------------------
     def handle(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
@@ -157,6 +159,7 @@ class ShardController:
         """One full assignment written out; returns it. Failed writes are logged and tried
         again at the next sync."""
         wanted = self.plan()
+        self.failed_writes = 0
         with self.lock:
             current = {name: ((obj.get("spec") or {}).get("nodesDesired") or [])
                        for name, obj in self.shards.items()}
@@ -170,11 +173,13 @@ class ShardController:
                     self._write("PATCH", object_path(_SHARDS, "nodeshards", name=name),
                                 {"spec": {"nodesDesired": nodes}}, _MERGE_PATCH)
             except Exception as error:
+                self.failed_writes += 1
                 log.error("cannot write NodeShard", shard=name, error=str(error))
         for name in sorted(set(current) - set(wanted)):
             try:
                 self._write("DELETE", object_path(_SHARDS, "nodeshards", name=name), None)
             except Exception as error:
+                self.failed_writes += 1
                 log.error("cannot delete a NodeShard of no configured scheduler", shard=name,
                           error=str(error))
         log.info("shards assigned", **{name: len(nodes) for name, nodes in wanted.items()})
@@ -200,7 +205,8 @@ class ShardController:
     def run(self, stop: threading.Event, *, once: bool = False,
             sync_timeout: float | None = 60.0) -> None:
         group = self.reflectors()
-        group.start(stop)
+        mirror = threading.Event()  # the reflectors' own stop: set when this returns
+        group.start(mirror)
         try:
             if not group.wait_for_sync(stop, timeout=sync_timeout) and not stop.is_set():
                 log.warning("caches not synced in time; assigning anyway")
@@ -222,6 +228,7 @@ class ShardController:
                     self.sync()
                     next_sync = time.monotonic() + self.sync_period
         finally:
+            mirror.set()
             group.interrupt()
             group.join(timeout=5.0)
 
