@@ -5,6 +5,8 @@ Each test cites the Volcano test or function (pkg/controllers/sharding/...) it f
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scheduler.cluster.sharding.assign import assign, needs_update
@@ -208,3 +210,23 @@ def test_rates_count_running_pods_against_capacity() -> None:
     assert metrics == NodeMetrics(cpu=0.75, memory=0.25, pods=2)
     crowded = node_metrics(node, [(3.0, 0.0), (3.0, 0.0)])
     assert crowded.cpu == 1.0
+
+
+def test_the_config_file_is_read_again_when_it_changes(tmp_path: Any) -> None:
+    """Volcano reloads its sharding ConfigMap on change and keeps the last good one on an
+    error (reloadFromConfigMap); here the mounted file."""
+    import os
+
+    from scheduler.cluster.kube.shardcontroller import FileReload, file_signature
+
+    path = tmp_path / "sharding.yaml"
+    path.write_text("schedulerConfigs: [{name: a}]\n")
+    reload = FileReload(str(path), file_signature(str(path)))
+    assert reload() is None  # unchanged
+    path.write_text("schedulerConfigs: [{name: a}, {name: b}]\n")
+    os.utime(path, ns=(1, 2))
+    fresh = reload()
+    assert fresh is not None and [s.name for s in fresh.schedulers] == ["a", "b"]
+    path.write_text("schedulerConfigs: []\n")
+    os.utime(path, ns=(3, 4))
+    assert reload() is None  # refused and reported; the caller keeps its config
