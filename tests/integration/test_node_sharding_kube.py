@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -206,3 +207,56 @@ def test_once_fails_when_the_shards_cannot_be_written(apiserver: ApiServerDouble
     assert main(["shard-controller", "--master", apiserver.url, "--sharding-config",
                  str(config), "--once"]) == 2
     assert "at least one schedulerConfig entry" in capsys.readouterr().err
+
+
+def test_a_node_changes_hands_only_once_its_old_shard_lets_it_go(
+        apiserver: ApiServerDouble) -> None:
+    """The hand-over of getAvailableNodesFromShard: n2 added to shard a's nodesDesired is not
+    a's while shard b's status still lists it in nodesInUse (a reports it in nodesToAdd); once
+    b's spec drops it, b's scheduler writes its new status and a's scheduler places there."""
+    for i in range(4):
+        apiserver.create("v1/nodes", make_node(f"n{i}", cpu="2", labels={"name": f"n{i}"}))
+    for name, nodes in (("a", ["n0", "n1"]), ("b", ["n2", "n3"])):
+        apiserver.create(NODESHARDS, {"apiVersion": "shard.volcano.sh/v1alpha1",
+                                      "kind": "NodeShard", "metadata": {"name": name},
+                                      "spec": {"nodesDesired": nodes}})
+    apiserver.create("v1/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wants-n2", "namespace": "default"},
+        "spec": {"schedulerName": "a", "nodeSelector": {"name": "n2"}, "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending"}})
+    runs = [RunningScheduler("--master", apiserver.url, "--leader-elect=false",
+                             "--schedule-period=50ms", f"--scheduler-name={name}",
+                             "--scheduler-sharding-mode=hard",
+                             f"--scheduler-sharding-name={name}")
+            for name in ("a", "b")]
+
+    def status(name: str) -> dict[str, Any]:
+        return dict((apiserver.get(NODESHARDS, name) or {}).get("status") or {})
+
+    def node_of_pod() -> str:
+        return str((apiserver.get("v1/pods", "default/wants-n2") or {}).get("spec", {})
+                   .get("nodeName", ""))
+
+    try:
+        wait_until(lambda: status("b").get("nodesInUse") == ["n2", "n3"], timeout=10.0,
+                   message="b uses n2 and n3")
+        shard_a = apiserver.get(NODESHARDS, "a")
+        assert shard_a is not None
+        shard_a["spec"]["nodesDesired"] = ["n0", "n1", "n2"]
+        apiserver.update(NODESHARDS, shard_a)
+        wait_until(lambda: status("a").get("nodesToAdd") == ["n2"], timeout=5.0,
+                   message="a waits for n2")
+        time.sleep(0.5)  # several cycles of a
+        assert node_of_pod() == ""
+        shard_b = apiserver.get(NODESHARDS, "b")
+        assert shard_b is not None
+        shard_b["spec"]["nodesDesired"] = ["n3"]
+        apiserver.update(NODESHARDS, shard_b)
+        wait_until(lambda: node_of_pod() == "n2", timeout=10.0, message="the pod on n2")
+        assert status("b")["nodesInUse"] == ["n3"]
+        wait_until(lambda: status("a").get("nodesInUse") == ["n0", "n1", "n2"], timeout=5.0,
+                   message="a uses n2")
+    finally:
+        for run in runs:
+            run.stop()
