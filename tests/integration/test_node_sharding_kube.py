@@ -73,7 +73,11 @@ def test_controller_writes_shards_by_allocation_band(apiserver: ApiServerDouble)
     try:
         controller = ShardController(client, config=parse_sharding_yaml(BANDS),
                                      sync_period=60.0)
+        group = controller.reflectors()
+        controller.reflectors = lambda: group  # type: ignore[method-assign]
         controller.run(threading.Event(), once=True)
+        assert not any(thread.is_alive() for thread in group.threads)  # --once ends them
+        del controller.reflectors
         assert shard_nodes(apiserver, "busy") == ["n0"]
         assert shard_nodes(apiserver, "idle") == ["n1", "n2"]
         # A node filling up is a significant change; the next sync moves it.
