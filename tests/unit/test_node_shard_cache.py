@@ -142,3 +142,15 @@ def test_bad_sharding_flags_are_refused_naming_the_flag(flags: list[str],
     with pytest.raises(SystemExit):
         parser.parse_args(flags)
     assert "--scheduler-sharding-" in capsys.readouterr().err
+
+
+def test_node_shards_are_watched_only_with_sharding_on() -> None:
+    """Volcano starts its NodeShard informer only in hard or soft mode (cache.go)."""
+    from scheduler.cluster.kube.reflector import NODESHARDS, RESOURCES
+    from scheduler.cluster.kube.run import resources_watched
+    from tests.integration.kube_helpers import parse_run_args
+
+    assert resources_watched(parse_run_args()) == RESOURCES
+    for mode in ("hard", "soft"):
+        watched = resources_watched(parse_run_args(f"--scheduler-sharding-mode={mode}"))
+        assert watched == (*RESOURCES, NODESHARDS)
