@@ -135,9 +135,9 @@ class SchedulerCache(CacheWrites):
         self.device_objects: dict[str, Mapping[str, Any]] = {}
         self.hypernodes = HyperNodeStore()
         """HyperNode objects and the network-topology tree built from them."""
+        """Koordinator ``Device`` objects (one per node, named after it), kept raw."""
         self.shards = NodeShardStore(mode=sharding_mode, name=sharding_name)
         """NodeShards and the nodes this scheduler may use (``--scheduler-sharding-*``)."""
-        """Koordinator ``Device`` objects (one per node, named after it), kept raw."""
         self.resync = ResyncQueue(clock=clock)
         self.orphans: list[JobID] = []
         """Jobs left out of the last snapshot because their queue does not exist."""
