@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.simulation import run_simulation
@@ -193,3 +195,33 @@ def test_simulate_command_takes_the_sharding_flags(tmp_path: Any, capsys: Any) -
     assert pod["spec"]["nodeName"] == "n4"
     (shard,) = [o for o in items if o["kind"] == "NodeShard"]
     assert shard["status"] == {"nodesInUse": ["n4"], "nodesToAdd": [], "nodesToRemove": []}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cpus=st.lists(st.integers(1, 4), min_size=2, max_size=6),
+       shard=st.sets(st.integers(0, 5)),
+       pods=st.lists(st.integers(1, 3), min_size=1, max_size=8))
+def test_hard_mode_never_leaves_the_shard_and_soft_mode_only_when_it_is_full(
+        cpus: list[int], shard: set[int], pods: list[int]) -> None:
+    """Property: in hard mode every bind is on a shard node; in soft mode a pod goes outside
+    only if at that time no shard node had room for it (prioritizeNodes' tiers)."""
+    nodes = [make_node(f"n{i}", cpu=str(cpu), memory="8Gi", pods="10")
+             for i, cpu in enumerate(cpus)]
+    members = sorted(f"n{i}" for i in shard if i < len(cpus))
+    objects = [*nodes, make_queue("default"),
+               *(o for i, cpu in enumerate(pods)
+                 for o in (make_podgroup(f"g{i}"), make_pod(f"p{i}", cpu=str(cpu),
+                                                            memory=None, group=f"g{i}"))),
+               node_shard("test-shard", members)]
+    hard = run(objects, mode="hard", max_cycles=4)
+    assert set(hard.binds().values()) <= set(members)
+    soft = run(objects, mode="soft", max_cycles=4)
+    room = {f"n{i}": cpu for i, cpu in enumerate(cpus)}
+    outside = {pod: node for pod, node in soft.binds().items() if node not in members}
+    if outside:  # then the shard's nodes ended too full for the smallest pod sent outside
+        smallest = min(pods[int(pod[1:])] for pod in outside)
+        used = {node: 0 for node in members}
+        for pod, node in soft.binds().items():
+            if node in used:
+                used[node] += pods[int(pod[1:])]
+        assert all(room[node] - used[node] < smallest for node in members)
