@@ -23,13 +23,14 @@ import pytest
 from tests.e2e.conftest import Settings
 from tests.e2e.kube import ROOT
 
-sys.path.insert(0, str(ROOT / "hack"))
 
 
 @pytest.fixture
 def figures(settings: Settings) -> dict[str, Any]:
     if not settings.fake_nodes:
         pytest.skip("needs 200 fake nodes (LAHAR_E2E_FAKE_NODES=1)")
+    if str(ROOT / "hack") not in sys.path:
+        sys.path.insert(0, str(ROOT / "hack"))
     import bench_shards
 
     args = bench_shards.parse_args(["--kubeconfig", settings.kubeconfig, "--nodes", "200",
