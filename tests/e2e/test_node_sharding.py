@@ -24,7 +24,6 @@ from tests.e2e.conftest import Settings
 from tests.e2e.kube import ROOT
 
 
-
 @pytest.fixture
 def figures(settings: Settings) -> dict[str, Any]:
     if not settings.fake_nodes:
