@@ -25,7 +25,7 @@ from scheduler.api.task import TaskInfo
 from scheduler.framework.arguments import ArgumentError, arg
 from scheduler.framework.dra import DraFilter
 from scheduler.framework.draapi import parse_feature_gates
-from scheduler.framework.hooks import BoolArray
+from scheduler.framework.hooks import BoolArray, IntArray
 from scheduler.framework.nodematch import affinity_mask, untolerated_taint_reason
 from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.plugin import PluginBase
@@ -121,6 +121,11 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
 
     def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         return None if self.dra is None else self.dra.check_node(task, node)
+
+    def exact_known(self, task: TaskInfo, rows: IntArray) -> tuple[IntArray, list[str]] | None:
+        """What :meth:`check_node` is known to answer on ``rows`` (see
+        :meth:`DraFilter.exact_known`); None when it is not known."""
+        return None if self.dra is None else self.dra.exact_known(task, rows)
 
     def on_allocate(self, task: TaskInfo) -> None:
         super().on_allocate(task)

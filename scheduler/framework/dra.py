@@ -44,6 +44,7 @@ from scheduler.framework.draapi import (
     allocate,
     allocation_to_dict,
 )
+from scheduler.framework.dracache import FitMemo
 from scheduler.framework.draview import PendingClaim
 from scheduler.framework.hooks import BoolArray
 from scheduler.framework.nodetable import NodeTable
@@ -95,6 +96,9 @@ class DraFilter:
         self._mask: BoolArray | None = None
         self._local: dict[str, list[Any]] = {}
         self._network: list[Any] = []
+        self._spanning: list[Any] = []
+        self.memo = FitMemo()
+        """The node check's outcomes per claim contents (see :mod:`dracache`)."""
 
     # -- session --------------------------------------------------------------------------
     @property
@@ -121,6 +125,9 @@ class DraFilter:
                 self._local.setdefault(item.node_name, []).append(item)
             else:
                 self._network.append(item)
+        self._spanning = _spanning(self.view.slices)
+        self.memo.index([node.name for node in session.table.nodes], self._local,
+                        self._network + self._spanning)
 
     def on_session_close(self, session: Session) -> None:
         for uid, text in self._errors.items():
@@ -138,6 +145,7 @@ class DraFilter:
         self._held.clear()
         self._placed.clear()
         self._freed.clear()
+        self.memo.clear()
 
     def _share_id(self) -> str:
         return str(uuid.UUID(int=self._share_rng.getrandbits(128), version=4))
@@ -243,7 +251,7 @@ class DraFilter:
 
     def check_node(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         try:
-            self._fit(task, node)
+            self._fit(task, node, check=True)
         except Unschedulable as exc:
             return Status.unschedulable(self._naming_claims(task, str(exc)), plugin=self.NAME)
         except AllocatorError as exc:
@@ -251,6 +259,23 @@ class DraFilter:
             self._errors[task.uid] = text
             return Status.error(text, plugin=self.NAME)
         return None
+
+    def exact_known(self, task: TaskInfo, rows: Any) -> tuple[Any, list[str]] | None:
+        """What the memo already knows of :meth:`check_node` on the node ``rows``: codes (1
+        fits, 0 unknown, ``-1 - i`` fails with ``reasons[i]``) and the reasons; None when it
+        cannot say (a claim allocated before, whose node selector is checked per node)."""
+        if self.view is None or self.memo.versions is None:
+            return None
+        needed = []
+        for key, claim in self.claims(task).keys:
+            if self._allocation_of(key) is not None:
+                return None
+            needed.append((key, claim))
+        if not needed:
+            return None
+        codes, reasons = self.memo.known(self.memo.shape(needed), rows, needed,
+                                         only=Unschedulable)
+        return codes, [self._naming_claims(task, reason) for reason in reasons]
 
     def _naming_claims(self, task: TaskInfo, reason: str) -> str:
         """``reason``, preceded by the pod's claims when it names none of them (the pending
@@ -266,9 +291,12 @@ class DraFilter:
             return held.allocation
         return self.view.allocations.get(key) if self.view is not None else None
 
-    def _fit(self, task: TaskInfo, node: NodeInfo) -> list[tuple[str, Any, bool]]:
+    def _fit(self, task: TaskInfo, node: NodeInfo, *, check: bool = False
+             ) -> list[tuple[str, Any, bool]]:
         """Each claim of ``task`` with its allocation on ``node`` and whether it is new;
-        raises the allocator's ``Unschedulable`` or ``AllocatorError``."""
+        raises the allocator's ``Unschedulable`` or ``AllocatorError``. With ``check`` only
+        whether it fits counts (the new claims are left out of the answer): the outcome is
+        memoised per claim contents until the node's devices change."""
         out: list[tuple[str, Any, bool]] = []
         needed: list[tuple[str, Any]] = []
         for key, claim in self.claims(task).keys:
@@ -280,15 +308,40 @@ class DraFilter:
                 raise Unschedulable(f"resourceclaim {key}: allocation is not available on "
                                     f"node {node.name}")
             out.append((key, allocation, False))
-        if needed:
-            results = allocate(
-                node_name=node.name, node_labels=dict(node.labels),
-                claims=[claim for _, claim in needed], classes=self.view.classes,
-                slices=self._local.get(node.name, []) + self._network,
-                allocated=self.state, features=self.features, share_id=self._share_id)
+        if needed and check:
+            shape = self.memo.shape(needed)
+            known, error = self.memo.lookup(node.name, shape, needed)
+            if not known:
+                try:
+                    self._allocate(node, needed, share_id=_check_share_id)
+                except (Unschedulable, AllocatorError) as exc:
+                    self.memo.store(node.name, shape, needed, exc)
+                    raise
+                self.memo.store(node.name, shape, needed, None)
+            elif error is not None:
+                raise error
+        elif needed:
+            results = self._allocate(node, needed, share_id=self._share_id)
             out.extend((key, result, True) for (key, _), result in
                        zip(needed, results, strict=True))
         return out
+
+    def _allocate(self, node: NodeInfo, needed: list[tuple[str, Any]], *,
+                  share_id: Any) -> list[Any]:
+        return allocate(
+            node_name=node.name, node_labels=dict(node.labels),
+            claims=[claim for _, claim in needed], classes=self.view.classes,
+            slices=self._local.get(node.name, []) + self._network
+            + [item for item in self._spanning if item.node_name != node.name],
+            allocated=self.state, features=self.features, share_id=share_id)
+
+    def _add(self, allocation: Any) -> None:
+        self.state.add(allocation)
+        self.memo.touch(allocation)
+
+    def _remove(self, allocation: Any) -> None:
+        self.state.remove(allocation)
+        self.memo.touch(allocation)
 
     # -- allocation -----------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
@@ -297,7 +350,7 @@ class DraFilter:
         freed = self._freed.pop(task.uid, None)
         if freed is not None:  # an eviction undone: the pod holds its devices again
             for allocation in freed:
-                self.state.add(allocation)
+                self._add(allocation)
             return
         if task.status not in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED) \
                 or not self.claims(task).keys:
@@ -313,7 +366,7 @@ class DraFilter:
         entries = []
         for key, allocation, new in decided:
             if new:
-                self.state.add(allocation)
+                self._add(allocation)
                 self._held[key] = _Held(allocation, [task.uid])
             elif key in self._held:
                 self._held[key].holders.append(task.uid)
@@ -339,7 +392,7 @@ class DraFilter:
                 continue
             held.holders.remove(task.uid)
             if not held.holders:
-                self.state.remove(held.allocation)
+                self._remove(held.allocation)
                 del self._held[key]
 
     def _free(self, task: TaskInfo) -> None:
@@ -354,7 +407,7 @@ class DraFilter:
             allocation = self.view.allocations.get(key)
             if allocation is not None and key not in self._held \
                     and self.view.reserved.get(key, ()) == (uid,):
-                self.state.remove(allocation)
+                self._remove(allocation)
                 freed.append(allocation)
         self._freed[task.uid] = freed
 
@@ -362,6 +415,25 @@ class DraFilter:
     def allocated_devices(self, task: TaskInfo) -> list[tuple[str, Any]]:
         """The (claim key, allocation) pairs this session placed ``task`` with."""
         return [(key, self._allocation_of(key)) for key in self._placed.get(task.uid, [])]
+
+
+def _spanning(slices: list[Any]) -> list[Any]:
+    """The node-local slices of pools whose slices are not all on one node: every node is
+    handed the other nodes' ones with its own and the network-attached ones, so that a node
+    seeing one slice of such a pool sees the whole pool (else it would count as incomplete,
+    "being updated"), and the memo treats an allocation there as one on a network-attached
+    pool."""
+    where: dict[tuple[str, str], set[str]] = {}
+    for item in slices:
+        where.setdefault((item.driver, item.pool), set()).add(item.node_name)
+    return [item for item in slices
+            if item.node_name and len(where[(item.driver, item.pool)]) > 1]
+
+
+def _check_share_id() -> str:
+    """The shareID of a check's result, which is thrown away (the session's seeded draws
+    are kept for the results that are written)."""
+    return "check"
 
 
 def _pod_uid(task: TaskInfo) -> str:

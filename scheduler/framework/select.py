@@ -60,7 +60,7 @@ def feasible_nodes(
         mask &= session.predicate_mask(task)
     rows = np.flatnonzero(mask)
     target = sampling_target(total, session.sampling)
-    exact_failures: list[tuple[int, str]] = []
+    exact_failures: list[tuple[IntArray, str]] = []
     if len(rows):
         start = session.cursor % max(len(table), 1)
         # rows are ascending: [start, n) then [0, start). Not ndarray.searchsorted, which lets
@@ -84,18 +84,34 @@ def feasible_nodes(
 
 def _exact(
     session: Session, task: TaskInfo, rows: IntArray, target: int
-) -> tuple[IntArray, list[tuple[int, str]]]:
+) -> tuple[IntArray, list[tuple[IntArray, str]]]:
+    """The first ``target`` rows passing the exact checks, and the failures seen (rows,
+    reason). Rows whose answer a plugin already knows (:meth:`Session.exact_known`) are taken
+    or left without a check."""
     kept: list[int] = []
-    failures: list[tuple[int, str]] = []
+    failures: list[tuple[IntArray, str]] = []
     nodes = session.table.nodes
-    for row in rows:
-        status = session.exact_check(task, nodes[row])
-        if status is None:
-            kept.append(int(row))
-            if len(kept) >= target:
-                break
-        else:
-            failures.append((int(row), status.message))
+    known = session.exact_known(task, rows)
+    if known is not None:
+        codes, reasons = known
+        if int(codes.min(initial=1)) >= 0 and bool((codes == 1).all()):
+            return rows[:target], failures  # every row known to pass
+        for i, reason in enumerate(reasons):
+            failures.append((rows[codes == -1 - i], reason))
+        code_list = codes.tolist()
+    else:
+        code_list = [0] * len(rows)
+    for row, code in zip(rows.tolist(), code_list, strict=True):
+        if code < 0:
+            continue
+        if code == 0:
+            status = session.exact_check(task, nodes[row])
+            if status is not None:
+                failures.append((np.array([row], dtype=np.intp), status.message))
+                continue
+        kept.append(row)
+        if len(kept) >= target:
+            break
     return np.array(kept, dtype=np.intp), failures
 
 
@@ -104,7 +120,7 @@ def _explain(
     task: TaskInfo,
     *,
     check_resources: bool,
-    exact_failures: list[tuple[int, str]],
+    exact_failures: list[tuple[IntArray, str]],
     within: BoolArray | None = None,
 ) -> FitErrors:
     table = session.table
@@ -123,9 +139,8 @@ def _explain(
     for failed, reason in session.predicate_reasons(task, alive):
         errors.add(reason, int(failed.sum()))
         alive &= ~failed
-    for row, reason in exact_failures:
-        if alive[row]:
-            errors.add(reason)
+    for rows, reason in exact_failures:
+        errors.add(reason, int(alive[rows].sum()))
     return errors
 
 

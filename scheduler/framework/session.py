@@ -492,6 +492,17 @@ class Session:
         """Whether any exact predicate has something to check for ``task``."""
         return any(plugin.wants_exact(task) for plugin in self._exact)
 
+    def exact_known(self, task: TaskInfo, rows: h.IntArray
+                    ) -> tuple[h.IntArray, list[str]] | None:
+        """What the exact check is already known to answer on the node ``rows``, when one
+        plugin alone checks ``task`` and can say (``exact_known``): codes (1 passes, 0 unknown,
+        ``-1 - i`` fails with ``reasons[i]``) and the reasons; else None."""
+        wanting = [plugin for plugin in self._exact if plugin.wants_exact(task)]
+        if len(wanting) != 1:
+            return None
+        known = getattr(wanting[0], "exact_known", None)
+        return None if known is None else known(task, rows)
+
     def exact_check(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         for plugin in self._exact:
             status = plugin.check_node(task, node)
