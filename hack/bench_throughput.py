@@ -35,6 +35,11 @@ constraint run next, in the same process, and ``ratio`` is the constrained pods/
 unconstrained; ``spans_ok`` checks that every constrained job that ran stayed in one HyperNode
 of its tier.
 
+``--scenario dra``: Dynamic Resource Allocation, 8 GPUs per node published as DRA devices,
+one-GPU claims (some with a CEL selector, some sharing a GPU by memory), against the same pods
+with ``nvidia.com/gpu`` requests in the same process (``ratio``); see ``hack/bench_dra.py``.
+``--profile FILE`` writes a cProfile of the DRA run.
+
 ``--idle-cycle``: ``--pods`` pods already run on the ``--nodes`` nodes (PodGroups of 1–4,
 Running); ``--warmup`` cycles with nothing pending (the first writes every PodGroup's status,
 the second finds the running jobs steady, the third settles them, as a scheduler that has run
@@ -66,7 +71,6 @@ from scheduler.conf import load_conf, parse_conf
 
 ZONES = ("zone-a", "zone-b", "zone-c", "zone-d")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "binpack.conf"
-GPU_CONF = Path(__file__).resolve().parents[1] / "conf" / "finegrained.conf"
 GPU_CONF = Path(__file__).resolve().parents[1] / "conf" / "finegrained.conf"
 
 
@@ -463,13 +467,15 @@ def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
 
 def run(nodes: int, pods: int, seed: int, *, build: Any = synthetic_cluster,
         conf_path: Path = CONF, conf_text: str | None = None,
-        check: Any = None) -> dict[str, float | int]:
+        check: Any = None, profile: Any = None) -> dict[str, float | int]:
     manifests = build(nodes, pods, seed)
     conf = load_conf(conf_path) if conf_text is None else parse_conf(conf_text)
     cluster, cache, scheduler = build_simulation(manifests, conf=conf, seed=seed,
                                                  freeze_loaded=True)
     cluster.take_changes()
     cycles = 0
+    if profile is not None:
+        profile.enable()
     started, cpu_started = time.perf_counter(), time.process_time()
     while cycles < 50:
         scheduler.run_once()
@@ -480,6 +486,8 @@ def run(nodes: int, pods: int, seed: int, *, build: Any = synthetic_cluster,
             break
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
+    if profile is not None:
+        profile.disable()
     bound = sum(1 for pod in cluster.objects.get("Pod", {}).values() if pod["spec"].get("nodeName"))
     extra = {} if check is None else check(cluster)
     return {
@@ -503,11 +511,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--scenario", choices=("allocate", "preempt", "gpu", "topology"), default="allocate",
+        "--scenario", choices=("allocate", "preempt", "gpu", "topology", "dra"),
+        default="allocate",
         help="allocate: pending gangs on empty nodes; preempt: full nodes, pending "
         "high-priority pods (--pods of them); gpu: fine-grained devices; topology: gangs with "
         "hard network-topology constraints in a 3-tier HyperNode tree, against the same pods "
-        "without them")
+        "without them; dra: DRA claims against the same pods with nvidia.com/gpu")
+    parser.add_argument("--profile", help="--scenario dra: write a cProfile of the DRA run here")
     parser.add_argument(
         "--idle-cycle", action="store_true",
         help="--pods running pods on --nodes nodes; time a cycle with --pending new pods")
@@ -519,6 +529,8 @@ def main() -> int:
     if args.idle_cycle:
         result = run_idle(args.nodes, args.pods, args.seed, pending=args.pending,
                           repeat=args.repeat, warmup=args.warmup)
+    elif args.scenario == "dra":
+        result = run_dra(args.nodes, args.pods, args.seed, profile=args.profile)
     else:
         runner = {"preempt": run_preempt, "gpu": run_gpu, "topology": run_topology}.get(
             args.scenario, run)
@@ -627,6 +639,36 @@ def run_topology(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
                    if k not in ("nodes", "pods", "peak_rss_mb", "spans_ok")})
     result["ratio"] = round(float(constrained["pods_per_second"])
                             / max(float(free["pods_per_second"]), 1e-9), 2)
+    return result
+
+
+def run_dra(nodes: int, pods: int, seed: int, *,
+            profile: str | None = None) -> dict[str, float | int]:
+    from hack.bench_dra import device_check, dra_cluster, dra_conf_text
+    from scheduler.devices.dra import cel
+
+    conf = dra_conf_text(CONF.read_text())
+    compiles = cel.compile_count()
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+    dra = run(nodes, pods, seed, build=dra_cluster, conf_text=conf, check=device_check,
+              profile=profiler)
+    compiles = cel.compile_count() - compiles
+    if profiler is not None and profile:
+        profiler.dump_stats(profile)
+    plain = run(nodes, pods, seed, conf_text=conf,
+                build=lambda n, p, s: dra_cluster(n, p, s, dra=False))
+    result: dict[str, float | int] = {f"dra_{k}": v for k, v in dra.items()}
+    result.update({f"gpu_{k}": v for k, v in plain.items()
+                   if k not in ("nodes", "pods", "peak_rss_mb")})
+    result["cel_compiles"] = compiles
+    result["ratio"] = round(float(dra["pods_per_second"])
+                            / max(float(plain["pods_per_second"]), 1e-9), 2)
+    result["cpu_ratio"] = round(float(dra["pods_per_cpu_second"])
+                                / max(float(plain["pods_per_cpu_second"]), 1e-9), 2)
     return result
 
 
