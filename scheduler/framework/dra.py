@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -313,18 +313,29 @@ class DraFilter:
             known, error = self.memo.lookup(node.name, shape, needed)
             if not known:
                 try:
-                    self._allocate(node, needed, share_id=_check_share_id)
+                    found = self._allocate(node, needed, share_id=_check_share_id)
                 except (Unschedulable, AllocatorError) as exc:
                     self.memo.store(node.name, shape, needed, exc)
                     raise
-                self.memo.store(node.name, shape, needed, None)
+                self.memo.store(node.name, shape, needed, None, found)
             elif error is not None:
                 raise error
         elif needed:
-            results = self._allocate(node, needed, share_id=self._share_id)
+            results = self._reuse(node, needed)
+            if results is None:
+                results = self._allocate(node, needed, share_id=self._share_id)
             out.extend((key, result, True) for (key, _), result in
                        zip(needed, results, strict=True))
         return out
+
+    def _reuse(self, node: NodeInfo, needed: list[tuple[str, Any]]) -> list[Any] | None:
+        """The check's results on ``node`` while still valid, with shareIDs of their own."""
+        found = self.memo.results(node.name, self.memo.shape(needed))
+        if found is None:
+            return None
+        return [replace(result, results=tuple(
+            r if r.share_id is None else replace(r, share_id=self._share_id())
+            for r in result.results)) for result in found]
 
     def _allocate(self, node: NodeInfo, needed: list[tuple[str, Any]], *,
                   share_id: Any) -> list[Any]:

@@ -41,6 +41,8 @@ class _Outcomes:
     errors: list[tuple[type[Exception], str]] = field(default_factory=list)
     """(error type, text with the claims' keys replaced by placeholders)."""
     index: dict[tuple[type[Exception], str], int] = field(default_factory=dict)
+    results: dict[int, list[Any]] = field(default_factory=dict)
+    """Per row, the check's allocation results where it fits (shareIDs placeholders)."""
 
 
 @dataclass(slots=True)
@@ -127,7 +129,7 @@ class FitMemo:
         return True, kind(_render(template, needed))
 
     def store(self, node: str, shape: Shape, needed: list[tuple[str, Any]],
-              error: Exception | None) -> None:
+              error: Exception | None, results: list[Any] | None = None) -> None:
         row = self.rows.get(node)
         if row is None or self.versions is None:
             return
@@ -135,6 +137,8 @@ class FitMemo:
         found.version[row] = self.versions[row]
         if error is None:
             found.failure[row] = -1
+            if results is not None:
+                found.results[row] = results
             return
         entry = (type(error), _template(str(error), needed))
         index = found.index.get(entry)
@@ -142,6 +146,19 @@ class FitMemo:
             index = found.index[entry] = len(found.errors)
             found.errors.append(entry)
         found.failure[row] = index
+
+    def results(self, node: str, shape: Shape) -> list[Any] | None:
+        """The allocation results the check found on ``node`` for claims of ``shape``, while
+        the node's devices are unchanged since (the same search on the same state finds the
+        same devices)."""
+        row = self.rows.get(node)
+        if row is None or self.versions is None:
+            return None
+        found = self.outcomes.get(shape)
+        if found is None or found.network != self.network \
+                or found.version[row] != self.versions[row] or found.failure[row] >= 0:
+            return None
+        return found.results.get(row)
 
     def known(self, shape: Shape, rows: Any, needed: list[tuple[str, Any]], *,
               only: type[Exception]) -> tuple[Any, list[str]]:

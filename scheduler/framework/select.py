@@ -88,31 +88,32 @@ def _exact(
     """The first ``target`` rows passing the exact checks, and the failures seen (rows,
     reason). Rows whose answer a plugin already knows (:meth:`Session.exact_known`) are taken
     or left without a check."""
-    kept: list[int] = []
     failures: list[tuple[IntArray, str]] = []
     nodes = session.table.nodes
     known = session.exact_known(task, rows)
-    if known is not None:
+    codes: IntArray
+    if known is None:
+        codes = np.zeros(len(rows), dtype=np.intp)
+    else:
         codes, reasons = known
-        if int(codes.min(initial=1)) >= 0 and bool((codes == 1).all()):
-            return rows[:target], failures  # every row known to pass
         for i, reason in enumerate(reasons):
             failures.append((rows[codes == -1 - i], reason))
-        code_list = codes.tolist()
-    else:
-        code_list = [0] * len(rows)
-    for row, code in zip(rows.tolist(), code_list, strict=True):
-        if code < 0:
-            continue
-        if code == 0:
+    passed = codes == 1
+    unknown = np.flatnonzero(codes == 0)
+    if len(unknown):
+        before = np.cumsum(passed)  # known passes up to each position
+        extra = 0  # checked passes so far
+        for position in unknown.tolist():
+            if position and int(before[position - 1]) + extra >= target:
+                break
+            row = int(rows[position])
             status = session.exact_check(task, nodes[row])
-            if status is not None:
+            if status is None:
+                passed[position] = True
+                extra += 1
+            else:
                 failures.append((np.array([row], dtype=np.intp), status.message))
-                continue
-        kept.append(row)
-        if len(kept) >= target:
-            break
-    return np.array(kept, dtype=np.intp), failures
+    return rows[passed][:target], failures
 
 
 def _explain(

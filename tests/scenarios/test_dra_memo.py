@@ -21,6 +21,7 @@ from scheduler.framework import dra as dra_module
 from tests.builders import make_node, simulate
 from tests.scenarios.dra_builders import (
     DRIVER,
+    GATED_CONF,
     claim_pod,
     make_class,
     make_slice,
@@ -123,3 +124,19 @@ def test_cel_selectors_are_compiled_once_per_expression_not_per_device() -> None
     for i in range(0, 60, 3):
         pool, _ = results_of(_claim_of(run, f"p{i}"))[0]
         assert int(pool[1:]) % 2 == 1  # the H100 nodes
+
+
+def test_shares_of_one_device_get_shareids_of_their_own() -> None:
+    """Four 10Gi claims share a 40Gi device, a fifth waits: the placement reuses the check's
+    devices but each result gets its own shareID (kube-scheduler draws a UUID per allocated
+    share, allocator.go ``allocateDevice``), so the shares stay apart in the allocated state."""
+    objs = [make_class("shared", mode="shared"), make_node("n0", cpu="64"),
+            make_slice("n0", ["gpu-0"], shared_memory="40Gi"),
+            make_template("tenth", device_class="shared", memory="10Gi")]
+    objs += [claim_pod(f"p{i}", template="tenth", cpu="1") for i in range(5)]
+    run = simulate(objs, conf=GATED_CONF)
+    placed = [f"p{i}" for i in range(5) if run.node_of(f"p{i}")]
+    assert len(placed) == 4
+    shares = [_claim_of(run, p)["status"]["allocation"]["devices"]["results"][0]["shareID"]
+              for p in placed]
+    assert len(set(shares)) == 4 and "check" not in shares
