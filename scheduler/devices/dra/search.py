@@ -237,15 +237,11 @@ class Search:
     def _selectors_match(
         self, ci: int, cand: Candidate, device_class: DeviceClass | None, selectors: Sequence[str]
     ) -> bool:
-        owner = (
-            f"class {device_class.name}"
-            if device_class is not None
-            else f"claim {self.claims[ci].key}"
-        )
         for i, expression in enumerate(selectors):
             compiled = compile_selector(expression)
             if compiled.error:
-                raise self.error(f"{owner}: selector #{i}: CEL compile error: {compiled.error}")
+                raise self.error(f"{self._owner(ci, device_class)}: selector #{i}: CEL compile "
+                                 f"error: {compiled.error}")
             try:
                 if not device_matches(
                     compiled,
@@ -256,9 +252,15 @@ class Search:
                     return False
             except CELError as exc:
                 raise self.error(
-                    f"{owner}: selector #{i} on device {cand.id}: CEL runtime error: {exc}"
+                    f"{self._owner(ci, device_class)}: selector #{i} on device {cand.id}: CEL "
+                    f"runtime error: {exc}"
                 ) from None
         return True
+
+    def _owner(self, ci: int, device_class: DeviceClass | None) -> str:
+        """Whose selector an error is about (built only for an error)."""
+        return (f"class {device_class.name}" if device_class is not None
+                else f"claim {self.claims[ci].key}")
 
     def _capacity_fits(self, req: DeviceSubRequest, cand: Candidate) -> bool:
         return fits(
