@@ -15,6 +15,7 @@ Environment:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -76,14 +77,19 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     kubeconfig = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
     if not kubeconfig:
         pytest.skip("KUBECONFIG is not set: the e2e suite needs a cluster")
+    return make_settings(kubeconfig, tmp_path_factory.mktemp("lahar-e2e"),
+                         fake_nodes=env_flag("LAHAR_E2E_FAKE_NODES"))
+
+
+def make_settings(kubeconfig: str, workdir: Path, *, fake_nodes: bool) -> Settings:
+    """The suite's settings for the cluster of ``kubeconfig`` (skips without Volcano's CRDs)."""
     kube = Kube(kubeconfig)
     reason = kube.ensure_volcano_crds()
     if reason:
         pytest.skip(reason)
     made = Settings(kube=kube, kubeconfig=kubeconfig, run_id=short_id(),
-                    fake_nodes=env_flag("LAHAR_E2E_FAKE_NODES"),
-                    deployed=env_flag("LAHAR_E2E_DEPLOYED"),
-                    workdir=tmp_path_factory.mktemp("lahar-e2e"))
+                    fake_nodes=fake_nodes, deployed=env_flag("LAHAR_E2E_DEPLOYED"),
+                    workdir=workdir)
     made.scheduler_kubeconfig = (deploy_identity(kube, kubeconfig, made.workdir)
                                  if env_flag("LAHAR_E2E_SERVICE_ACCOUNT") else kubeconfig)
     return made
@@ -117,6 +123,12 @@ def shared_scheduler(settings: Settings) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def fake_kubelet(settings: Settings) -> Iterator[None]:
     """Mark bound pods of this run Running (fake nodes only; a real kubelet does it otherwise)."""
+    with fake_kubelet_running(settings):
+        yield
+
+
+@contextlib.contextmanager
+def fake_kubelet_running(settings: Settings) -> Iterator[None]:
     if not settings.fake_nodes:
         yield
         return
@@ -139,9 +151,11 @@ def fake_kubelet(settings: Settings) -> Iterator[None]:
 
     thread = threading.Thread(target=loop, daemon=True, name="fake-kubelet")
     thread.start()
-    yield
-    stop.set()
-    thread.join(5.0)
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5.0)
 
 
 @dataclass
@@ -298,6 +312,12 @@ def case(settings: Settings, shared_scheduler: str, fake_kubelet: None) -> Itera
 @pytest.fixture
 def own_case(settings: Settings, fake_kubelet: None) -> Iterator[Case]:
     """A case whose pods name a scheduler of their own (started by the test)."""
+    with open_own_case(settings) as made:
+        yield made
+
+
+@contextlib.contextmanager
+def open_own_case(settings: Settings) -> Iterator[Case]:
     made = Case(settings=settings, scheduler="")
     made.scheduler = f"lahar-e2e-{settings.run_id}-{made.case_id}"
     raw(settings.kube.core.create_namespace,

@@ -7,8 +7,11 @@ Such a server has no resourceclaim controller for the stand-ins, so the test pla
 creates each pod's claim from the template (owned by the pod, annotated with its pod claim name)
 and writes the pod's ``status.resourceClaimStatuses``, as kube-controller-manager would. A
 1.28–1.30 server keeps ``spec.resourceClaims`` only with the ``DynamicResourceAllocation``
-feature gate on; without it the field is dropped on create and these cases are skipped, saying
-so.
+feature gate on; without it the field is dropped on create. The suite's shared cluster is such
+a server, so when it drops the field (or with ``LAHAR_E2E_PRIVATE_APISERVER=1`` and no
+``KUBECONFIG``) the module starts a control plane of its own from the same binaries with
+``--feature-gates=DynamicResourceAllocation=true`` (:mod:`tests.e2e.privateapi`, fake nodes)
+and runs there; where those binaries are missing (CI) the cases are skipped, saying so.
 
 Checked as kube-scheduler's DynamicResources PreBind leaves a claim (bindClaim): every claim of
 a bound pod has ``status.allocation`` with its devices and ``status.reservedFor`` naming the pod.
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,8 +33,15 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.api.podclaims import pod_claims, template_claim
 from scheduler.cluster.kube.client import MERGE_PATCH, KubeClient
-from tests.e2e.conftest import Case, Settings
-from tests.e2e.kube import eventually, ignore_missing, make_pod, node_name_of, raw
+from tests.e2e.conftest import (
+    Case,
+    Settings,
+    fake_kubelet_running,
+    make_settings,
+    open_own_case,
+)
+from tests.e2e.kube import env_flag, eventually, ignore_missing, make_pod, node_name_of, raw
+from tests.e2e.privateapi import missing, private_apiserver
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 CRDS = Path(__file__).with_name("dra-test-only-crds.yaml")
@@ -37,11 +49,59 @@ PLURALS = ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimte
 GATES = ("--feature-gates", "DRAConsumableCapacity=true")
 
 
+def _keeps_resource_claims(kubeconfig: str) -> bool:
+    """Whether the server keeps a pod's ``spec.resourceClaims`` (a dry-run create)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lahar-e2e-probe"},
+           "spec": {"containers": [{"name": "main", "image": "busybox",
+                                    "resources": {"claims": [{"name": "gpu"}]}}],
+                    "resourceClaims": [{"name": "gpu", "source": {"resourceClaimName": "x"}}]}}
+    client = KubeClient.from_flags(kubeconfig=kubeconfig, qps=50.0, burst=100)
+    try:
+        made = client.request_json("POST", "/api/v1/namespaces/default/pods?dryRun=All",
+                                   body=pod)
+    finally:
+        client.close()
+    return bool(made["spec"].get("resourceClaims"))
+
+
 @pytest.fixture(scope="module")
-def dra_api(settings: Settings) -> Iterator[None]:
+def dra_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """The suite's cluster when it keeps ``spec.resourceClaims``; else a private 1.28 control
+    plane with the DynamicResourceAllocation gate (fake nodes), stopped at the end."""
+    kubeconfig = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    workdir = tmp_path_factory.mktemp("lahar-e2e-dra")
+    if kubeconfig and _keeps_resource_claims(kubeconfig):
+        made = make_settings(kubeconfig, workdir, fake_nodes=env_flag("LAHAR_E2E_FAKE_NODES"))
+        with fake_kubelet_running(made):
+            yield made
+        return
+    if not kubeconfig and not env_flag("LAHAR_E2E_PRIVATE_APISERVER"):
+        pytest.skip("KUBECONFIG is not set: the e2e suite needs a cluster "
+                    "(or LAHAR_E2E_PRIVATE_APISERVER=1 for a control plane of its own)")
+    why = missing()
+    if why:
+        pytest.skip(f"the cluster drops spec.resourceClaims and a private control plane with "
+                    f"--feature-gates=DynamicResourceAllocation=true cannot be started: {why}")
+    with private_apiserver(workdir / "apiserver",
+                           extra_flags=["--feature-gates=DynamicResourceAllocation=true"]
+                           ) as private:
+        made = make_settings(private, workdir, fake_nodes=True)
+        with fake_kubelet_running(made):
+            yield made
+
+
+@pytest.fixture
+def own_case(dra_settings: Settings) -> Iterator[Case]:
+    """The suite's ``own_case`` on this module's cluster."""
+    with open_own_case(dra_settings) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def dra_api(dra_settings: Settings) -> Iterator[None]:
     """``resource.k8s.io/v1`` served (the stand-in CRDs installed when the server lacks it),
     removed again at the end when this module installed them."""
-    kube = settings.kube
+    kube = dra_settings.kube
     installed: list[str] = []
     if not all(kube.served(GROUP, VERSION, plural) for plural in PLURALS):
         for document in yaml.safe_load_all(CRDS.read_text()):
@@ -251,3 +311,45 @@ def test_an_unsatisfiable_claim_leaves_the_pod_pending_with_an_event(dra_api: No
     assert eventually(failed, timeout=60.0, what="FailedScheduling naming the claim")
     assert not node_name_of(case.kube.pod(case.namespace, "solo"))
     assert "allocation" not in (_claim(case, "two-gpus").get("status") or {})
+
+
+def test_sigkill_mid_burst_and_restart_allocates_no_device_twice(dra_api: None,
+                                                                 own_case: Case) -> None:
+    """A burst of one-GPU pods, more than there are GPUs; the scheduler is SIGKILLed while the
+    burst is being scheduled and another one started. kube-scheduler rebuilds the devices in
+    use from the claims' ``status.allocation`` before it schedules (the DynamicResources
+    plugin's allocated-devices tracker, fed by the claim informer); so does Lahar: no device
+    is in two claims, every bound pod's claim is allocated on its node and reserved for it,
+    and the pods beyond the GPUs stay pending."""
+    case = own_case
+    first = case.start_scheduler(extra_args=GATES)
+    first.wait_serving()
+    _setup_devices(case, nodes=3, devices=4)
+    _template(case, "one-gpu")
+    pods = [f"burst-{i:02d}" for i in range(16)]
+    uids: dict[str, str] = {}
+    for i, pod in enumerate(pods):
+        case.kube.create_podgroup(case.namespace, pod, min_member=1)
+        uids[pod] = _claim_pod(case, pod, group=pod, template="one-gpu")["metadata"]["uid"]
+        if i == 7:
+            eventually(lambda: case.bound(pods[:8]) or None, timeout=60.0,
+                       what="the first pods of the burst bound")
+            first.kill()
+    second = case.start_scheduler(extra_args=GATES)
+    second.wait_serving()
+    eventually(lambda: len(case.bound(pods)) == 12 or None, timeout=90.0,
+               what="12 pods bound, one per GPU")
+    time.sleep(3.0)  # a few more cycles: nothing else may bind
+    bound = case.bound(pods)
+    assert len(bound) == 12
+    held: list[tuple[str, str]] = []
+    for pod in pods:
+        claim = _claim(case, _claim_name_of(case, pod))
+        devices = _devices(claim)
+        if pod in bound:
+            assert len(devices) == 1 and devices[0][0] == case.node_of(pod)
+            assert _reserved(claim) == [uids[pod]]
+        else:
+            assert not devices, (pod, devices)
+        held += devices
+    assert len(held) == len(set(held)) == 12
