@@ -43,6 +43,7 @@ from scheduler.framework.draapi import (
     Unschedulable,
     allocate,
     allocation_to_dict,
+    claims_may_use,
 )
 from scheduler.framework.dracache import FitMemo
 from scheduler.framework.draview import PendingClaim
@@ -128,6 +129,9 @@ class DraFilter:
         self._spanning = _spanning(self.view.slices)
         self.memo.index([node.name for node in session.table.nodes], self._local,
                         self._network + self._spanning)
+        classes, features = self.view.classes, self.features
+        self.memo.uses = lambda claims, device, driver: claims_may_use(
+            claims, device, driver, classes=classes, features=features)
 
     def on_session_close(self, session: Session) -> None:
         for uid, text in self._errors.items():

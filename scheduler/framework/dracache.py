@@ -43,6 +43,8 @@ class _Outcomes:
     index: dict[tuple[type[Exception], str], int] = field(default_factory=dict)
     results: dict[int, list[Any]] = field(default_factory=dict)
     """Per row, the check's allocation results where it fits (shareIDs placeholders)."""
+    claims: list[Any] = field(default_factory=list)
+    """The claims of the first check of this shape (their content is the shape)."""
 
 
 @dataclass(slots=True)
@@ -56,12 +58,20 @@ class FitMemo:
     network: int = 0
     outcomes: dict[Shape, _Outcomes] = field(default_factory=dict)
     shapes: dict[str, str] = field(default_factory=dict)
+    devices: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    """(driver, pool, device) → the device, for :attr:`uses`."""
+    uses: Any = None
+    """``uses(claims, device, driver)``: whether claims of a shape could be affected by the
+    device being taken; None: every allocation on a node concerns every shape."""
 
     def index(self, nodes: list[str], local: dict[str, list[Any]], network: list[Any]) -> None:
         """Learn the node rows (``nodes`` in table order) and which rows see which pools
         (``local``: node → its slices)."""
         self.rows = {name: row for row, name in enumerate(nodes)}
         self.versions = np.zeros(len(nodes), dtype=np.int64)
+        for item in (*(i for items in local.values() for i in items), *network):
+            for device in item.devices:
+                self.devices[(item.driver, item.pool, device.name)] = device
         for node, slices in local.items():
             row = self.rows.get(node)
             if row is None:
@@ -78,20 +88,40 @@ class FitMemo:
         self.network_pools.clear()
         self.outcomes.clear()
         self.shapes.clear()
+        self.devices.clear()
+        self.uses = None
         self.versions = None
         self.network = 0
 
     def touch(self, allocation: Any) -> None:
-        """An allocation was added or taken back: the nodes seeing its pools change."""
+        """An allocation was added or taken back: the nodes seeing its pools change, for the
+        claim shapes the devices concern (the others keep what they knew)."""
         if self.versions is None:
             return
+        touched: set[int] = set()
         for result in allocation.results:
             pool = (result.driver, result.pool)
             if pool in self.network_pools:
                 self.network += 1
-            rows = self.pool_rows.get(pool)
-            if rows:
-                self.versions[rows] += 1
+            touched.update(self.pool_rows.get(pool, ()))
+        if not touched:
+            return
+        rows = np.fromiter(touched, dtype=np.intp, count=len(touched))
+        keep = [found for found in self.outcomes.values()
+                if found.network == self.network and not self._concerns(found, allocation)]
+        valid = [found.version[rows] == self.versions[rows] for found in keep]
+        self.versions[rows] += 1
+        for found, still in zip(keep, valid, strict=True):
+            found.version[rows[still]] = self.versions[rows[still]]
+
+    def _concerns(self, found: _Outcomes, allocation: Any) -> bool:
+        if self.uses is None or not found.claims:
+            return True
+        for result in allocation.results:
+            device = self.devices.get((result.driver, result.pool, result.device))
+            if device is None or self.uses(found.claims, device, result.driver):
+                return True
+        return False
 
     def shape(self, needed: list[tuple[str, Any]]) -> Shape:
         """The content of the claims that the allocator reads (not their names or status)."""
@@ -134,6 +164,8 @@ class FitMemo:
         if row is None or self.versions is None:
             return
         found = self._outcomes(shape)
+        if not found.claims:
+            found.claims = [claim for _, claim in needed]
         found.version[row] = self.versions[row]
         if error is None:
             found.failure[row] = -1

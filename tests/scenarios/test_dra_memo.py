@@ -140,3 +140,29 @@ def test_shares_of_one_device_get_shareids_of_their_own() -> None:
     shares = [_claim_of(run, p)["status"]["allocation"]["devices"]["results"][0]["shareID"]
               for p in placed]
     assert len(set(shares)) == 4 and "check" not in shares
+
+
+def test_claims_of_other_shapes_see_a_device_taken() -> None:
+    """Claims of three shapes on one node: a plain one-GPU claim and one whose CEL selector
+    picks the same GPU compete for it (taking it concerns both shapes' memo), while two shares
+    of the other, shared GPU concern neither: one exclusive claim gets the GPU, the other
+    waits, both shares fit."""
+    exclusive = {"name": "gpu-0", "attributes": {"mode": {"string": "exclusive"},
+                                                 "model": {"string": "H100"}},
+                 "capacity": {"memory": {"value": "40Gi"}}}
+    shared = make_slice("n0", ["gpu-1"], shared_memory="40Gi")["spec"]["devices"][0]
+    slice_ = make_slice("n0", [])
+    slice_["spec"]["devices"] = [exclusive, shared]
+    h100 = make_template("h100")
+    h100["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "H100"'}}]
+    objs = [make_class(), make_class("shared", mode="shared"), make_node("n0", cpu="64"),
+            slice_, make_template("plain"), h100,
+            make_template("tenth", device_class="shared", memory="10Gi"),
+            claim_pod("s0", template="tenth"), claim_pod("a", template="h100"),
+            claim_pod("s1", template="tenth"), claim_pod("b", template="plain")]
+    run = simulate(objs, conf=GATED_CONF)
+    assert sorted(run.binds()) in (["a", "s0", "s1"], ["b", "s0", "s1"])
+    winner = "a" if run.node_of("a") else "b"
+    assert results_of(_claim_of(run, winner)) == [("n0", "gpu-0")]
+    assert {results_of(_claim_of(run, s))[0] for s in ("s0", "s1")} == {("n0", "gpu-1")}
