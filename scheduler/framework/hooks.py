@@ -162,7 +162,12 @@ class ExactPredicate(Protocol):
 
     def wants_exact(self, task: TaskInfo) -> bool:
         """False when :meth:`check_node` would pass every node for ``task`` (e.g. a pod that
-        asks for no device), so the per-node loop can be skipped."""
+        asks for no device), so the per-node loop can be skipped.
+
+        A plugin may also have ``exact_known(task, rows)``: what :meth:`check_node` is already
+        known to answer on the node ``rows`` (codes 1 passes, 0 unknown, ``-1 - i`` fails with
+        ``reasons[i]``, and the reasons), or None; node selection then checks only the rows
+        it does not know (:meth:`Session.exact_known`)."""
 
 
 @runtime_checkable
