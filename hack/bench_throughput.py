@@ -38,7 +38,9 @@ of its tier.
 ``--scenario dra``: Dynamic Resource Allocation, 8 GPUs per node published as DRA devices,
 one-GPU claims (some with a CEL selector, some sharing a GPU by memory), against the same pods
 with ``nvidia.com/gpu`` requests in the same process (``ratio``); see ``hack/bench_dra.py``.
-``--profile FILE`` writes a cProfile of the DRA run.
+``--profile FILE`` writes a cProfile of the DRA run; ``--collector`` manages the garbage
+collector in both runs as ``lahar run`` does (``scheduler/collector.py``: what survives a cycle
+is frozen), instead of CPython's default.
 
 ``--idle-cycle``: ``--pods`` pods already run on the ``--nodes`` nodes (PodGroups of 1–4,
 Running); ``--warmup`` cycles with nothing pending (the first writes every PodGroup's status,
@@ -467,19 +469,28 @@ def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
 
 def run(nodes: int, pods: int, seed: int, *, build: Any = synthetic_cluster,
         conf_path: Path = CONF, conf_text: str | None = None,
-        check: Any = None, profile: Any = None) -> dict[str, float | int]:
+        check: Any = None, profile: Any = None,
+        collector: bool = False) -> dict[str, float | int]:
     manifests = build(nodes, pods, seed)
     conf = load_conf(conf_path) if conf_text is None else parse_conf(conf_text)
     cluster, cache, scheduler = build_simulation(manifests, conf=conf, seed=seed,
                                                  freeze_loaded=True)
     cluster.take_changes()
     cycles = 0
+    gc_owner = None
+    if collector:  # what `lahar run` does (scheduler/collector.py)
+        from scheduler.collector import Collector
+
+        gc_owner = Collector()
+        gc_owner.settle()
     if profile is not None:
         profile.enable()
     started, cpu_started = time.perf_counter(), time.process_time()
     while cycles < 50:
         scheduler.run_once()
         cache.flush()
+        if gc_owner is not None:
+            gc_owner.after_cycle(busy=True)
         cycles += 1
         cluster.clock.advance(1.0)
         if cluster.take_changes() == 0:
@@ -518,6 +529,9 @@ def main() -> int:
         "hard network-topology constraints in a 3-tier HyperNode tree, against the same pods "
         "without them; dra: DRA claims against the same pods with nvidia.com/gpu")
     parser.add_argument("--profile", help="--scenario dra: write a cProfile of the DRA run here")
+    parser.add_argument("--collector", action="store_true",
+                        help="--scenario dra: manage the garbage collector as `lahar run` does "
+                        "(freeze what survives each cycle) in both runs")
     parser.add_argument(
         "--idle-cycle", action="store_true",
         help="--pods running pods on --nodes nodes; time a cycle with --pending new pods")
@@ -530,7 +544,8 @@ def main() -> int:
         result = run_idle(args.nodes, args.pods, args.seed, pending=args.pending,
                           repeat=args.repeat, warmup=args.warmup)
     elif args.scenario == "dra":
-        result = run_dra(args.nodes, args.pods, args.seed, profile=args.profile)
+        result = run_dra(args.nodes, args.pods, args.seed, profile=args.profile,
+                         collector=args.collector)
     else:
         runner = {"preempt": run_preempt, "gpu": run_gpu, "topology": run_topology}.get(
             args.scenario, run)
@@ -642,8 +657,8 @@ def run_topology(nodes: int, pods: int, seed: int) -> dict[str, float | int]:
     return result
 
 
-def run_dra(nodes: int, pods: int, seed: int, *,
-            profile: str | None = None) -> dict[str, float | int]:
+def run_dra(nodes: int, pods: int, seed: int, *, profile: str | None = None,
+            collector: bool = False) -> dict[str, float | int]:
     from hack.bench_dra import device_check, dra_cluster, dra_conf_text
     from scheduler.devices.dra import cel
 
@@ -655,11 +670,11 @@ def run_dra(nodes: int, pods: int, seed: int, *,
 
         profiler = cProfile.Profile()
     dra = run(nodes, pods, seed, build=dra_cluster, conf_text=conf, check=device_check,
-              profile=profiler)
+              profile=profiler, collector=collector)
     compiles = cel.compile_count() - compiles
     if profiler is not None and profile:
         profiler.dump_stats(profile)
-    plain = run(nodes, pods, seed, conf_text=conf,
+    plain = run(nodes, pods, seed, conf_text=conf, collector=collector,
                 build=lambda n, p, s: dra_cluster(n, p, s, dra=False))
     result: dict[str, float | int] = {f"dra_{k}": v for k, v in dra.items()}
     result.update({f"gpu_{k}": v for k, v in plain.items()
