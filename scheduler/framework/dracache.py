@@ -200,16 +200,18 @@ class FitMemo:
         found = self._outcomes(shape)
         fresh = found.version[rows] == self.versions[rows]
         failure = found.failure[rows]
-        codes = np.where(fresh, np.where(failure < 0, 1, 0), 0).astype(np.int32)
+        codes = (fresh & (failure < 0)).astype(np.intp)
         reasons: list[str] = []
-        failing = fresh & (failure >= 0)
-        if failing.any():
-            for index in np.unique(failure[failing]).tolist():
-                kind, template = found.errors[index]
-                if not issubclass(kind, only):
-                    continue
-                codes[failing & (failure == index)] = -1 - len(reasons)
-                reasons.append(_render(template, needed))
+        if found.errors:  # a few texts per shape: one pass over the rows for each
+            failing = fresh & (failure >= 0)
+            if failing.any():
+                for index, (kind, template) in enumerate(found.errors):
+                    if not issubclass(kind, only):
+                        continue
+                    hit = failing & (failure == index)
+                    if hit.any():
+                        codes[hit] = -1 - len(reasons)
+                        reasons.append(_render(template, needed))
         return codes, reasons
 
 
