@@ -87,6 +87,8 @@ class DeviceShareArgs:
     policy: str = arg("deviceshare.SchedulePolicy", "")
     weight: int = arg("deviceshare.ScheduleWeight", 0)
     profile: str = arg("deviceshare.VGPUProfile", "volcano")
+    vgpu_legacy_register: bool = arg("deviceshare.VGPURegisterLegacyFields", False)
+    """Ours: also read register entries of five fields (older plugins, no mode)."""
     finegrained: bool = arg("deviceshare.FineGrainedDeviceEnable", False)
     finegrained_scoring: str = arg("deviceshare.FineGrainedScoring", "LeastAllocated")
     finegrained_weights: tuple[tuple[str, int], ...] = arg(

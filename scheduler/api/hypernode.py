@@ -302,14 +302,14 @@ def _link_children(tree: HyperNodeTree, objects: list[HyperNode]) -> None:
             if child.parent and child.parent != hn.name:
                 tree.ready = False
                 tree.warnings.append(
-                    f"HyperNode {member.exact} is a member of both {child.parent} and {hn.name}; "
-                    f"it stays under {child.parent} and jobs with a network-topology "
-                    "constraint wait until this is fixed"
+                    f"HyperNode {hn.name}: member HyperNode {member.exact} is also a member of "
+                    f"{child.parent}; it stays under {child.parent} and jobs with a "
+                    "network-topology constraint wait until this is fixed"
                 )
                 continue
             if child.name == hn.name:
                 tree.ready = False
-                tree.warnings.append(f"HyperNode {hn.name} lists itself as a member (a cycle)")
+                tree.warnings.append(f"HyperNode {hn.name}: lists itself as a member (a cycle)")
                 continue
             if child.name not in tree.info[hn.name].children:
                 child.parent = hn.name
@@ -328,7 +328,7 @@ def _break_cycles(tree: HyperNodeTree) -> None:
                 last = loop[-1]
                 tree.ready = False
                 tree.warnings.append(
-                    "HyperNodes "
+                    f"HyperNode {last}: HyperNodes "
                     + " -> ".join([*loop, current])
                     + f" form a cycle; {last} is detached from {current} and jobs with a "
                     "network-topology constraint wait until this is fixed"
@@ -400,6 +400,6 @@ def _index_nodes(tree: HyperNodeTree) -> None:
                 other = per_tier.setdefault(tier, name)
                 if other != name:
                     tree.warnings.append(
-                        f"Node {node} is in two HyperNodes of tier {tier} ({other} and {name}); "
+                            f"HyperNode {name}: Node {node} is also in {other} of tier {tier}; "
                         f"{other} is taken as its tier-{tier} HyperNode"
                     )

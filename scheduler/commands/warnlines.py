@@ -37,6 +37,8 @@ def _line(event: dict[str, Any], level: str, sources: Mapping[str, str]) -> str:
     if subject is None and "podgroup" in event:
         subject = f"PodGroup {event.pop('podgroup')}"
     detail = event.pop("problem", None) or event.pop("error", None)
+    if message == "device data problem" and "message" in event:
+        message = str(event.pop("message"))  # the device families' own sentence
     if message == "hypernode tree" and detail:
         text = str(detail)
     elif message == "object ignored" and detail:

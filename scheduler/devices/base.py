@@ -68,6 +68,8 @@ class DeviceConfig:
     policy: str = ""
     weight: int = 0
     profile: str = "volcano"
+    vgpu_legacy_register: bool = False
+    """Read five-field register entries too (``deviceshare.VGPURegisterLegacyFields``)."""
     finegrained: bool = False
     finegrained_scoring: str = "LeastAllocated"
     finegrained_weights: tuple[tuple[str, int], ...] = ()
@@ -115,6 +117,7 @@ def config_from_args(*args: Any) -> DeviceConfig:
         gpu_sharing=flag("gpu_sharing"), gpu_number=flag("gpu_number"), vgpu=flag("vgpu"),
         node_lock=flag("node_lock"), policy=first("policy", ""),
         weight=first("weight", 0), profile=first("profile", "volcano"),
+        vgpu_legacy_register=flag("vgpu_legacy_register"),
         finegrained=flag("finegrained"),
         finegrained_scoring=first("finegrained_scoring", "LeastAllocated"),
         finegrained_weights=tuple(first("finegrained_weights", ())),

@@ -141,21 +141,32 @@ def read_index_list(text: str) -> ReadIndices:
 
 
 # -- node registration ---------------------------------------------------------------------
-def parse_register(text: str, *, json_format: bool = False) -> list[RegisteredCard]:
+def parse_register(text: str, *, json_format: bool = False,
+                   legacy_fields: bool = False) -> list[RegisteredCard]:
     """Decode a node's vGPU register annotation.
 
-    Volcano: entries ``UUID,splitCount,memoryMiB,type,health[,mode]`` separated by ``:``
-    (the entry's position is the card index). HAMi (``json_format``): a JSON array of
-    ``{id, index, count, devmem, devcore, type, health, mode}``, or HAMi's legacy
+    Volcano: entries ``UUID,splitCount,memoryMiB,type,health,mode`` separated by ``:`` (the
+    entry's position is the card index). As Volcano's ``decodeNodeDevices``, a value without
+    ``:`` registers nothing, pieces without ``,`` are skipped, an entry of fewer than six
+    fields makes the whole value unreadable (fields past the sixth are ignored);
+    ``legacy_fields`` also takes the five fields older device plugins wrote (mode then
+    ``hami-core``). HAMi (``json_format``): a JSON array of ``{id, index, count, devmem,
+    devcore, type, health, mode}``, or HAMi's legacy
     ``uuid,count,devmem,devcore,type,numa,health[,index,mode]`` entries separated by ``:``.
     """
     stripped = text.strip()
     if json_format and stripped.startswith("["):
         return _parse_hami_json(stripped)
-    parse = _parse_hami_entry if json_format else _parse_volcano_entry
-    # The index is the entry's position in the ``:``-split text, as the device plugins count.
-    cards = [parse(entry.strip(), i) for i, entry in enumerate(stripped.split(":"))
-             if entry.strip()]
+    if json_format:
+        cards = [_parse_hami_entry(entry.strip(), i)
+                 for i, entry in enumerate(stripped.split(":")) if entry.strip()]
+    else:
+        if stripped and ":" not in stripped:
+            raise CodecError("no ':' after the device entry (each entry ends with ':')")
+        minimum = 5 if legacy_fields else 6
+        # The index is the entry's position in the ``:``-split text, as the plugins count.
+        cards = [_parse_volcano_entry(entry.strip(), i, minimum=minimum)
+                 for i, entry in enumerate(stripped.split(":")) if "," in entry]
     if not cards:
         raise CodecError("no device entries")
     return cards
@@ -172,15 +183,18 @@ def duplicate_uuids(cards: Sequence[RegisteredCard]) -> list[str]:
     return duplicates
 
 
-def _parse_volcano_entry(entry: str, index: int) -> RegisteredCard:
+def _parse_volcano_entry(entry: str, index: int, *, minimum: int) -> RegisteredCard:
     fields = entry.split(",")
-    if len(fields) not in (5, 6):
-        raise CodecError(f"device entry {index} {entry!r} needs 5 or 6 comma-separated fields "
-                         f"(UUID,splitCount,memoryMiB,type,health[,mode])")
+    if len(fields) < minimum:
+        legacy = ("" if minimum == 5 else
+                  "; deviceshare.VGPURegisterLegacyFields takes the five fields of older plugins")
+        raise CodecError(f"device entry {index} {entry!r} has {len(fields)} comma-separated "
+                         f"fields, needs {minimum} (UUID,splitCount,memoryMiB,type,health,mode)"
+                         f"{legacy}")
     uuid = fields[0].strip()
     if not uuid:
         raise CodecError(f"device entry {index} has an empty UUID")
-    mode = fields[5].strip() if len(fields) == 6 and fields[5].strip() else "hami-core"
+    mode = fields[5].strip() if len(fields) > 5 and fields[5].strip() else "hami-core"
     return RegisteredCard(
         uuid=uuid, index=index,
         split=_int(fields[1], f"device {uuid} split count", minimum=1),

@@ -55,6 +55,7 @@ COL_FREE = "vgpu.max_free_memory"
 COL_CARDS = "vgpu.registered_cards"
 INVALID_ANNOTATION = "InvalidDeviceAnnotation"
 MIG = "mig"
+HAMI_CORE = "hami-core"
 OVERBOOKED = "DeviceOverbooked"
 
 
@@ -245,7 +246,19 @@ class VGpuDevices:
             return 100.0 * min(card.used_mem / max(card.info.memory, 1), 1.0)
         return 0.0
 
+    @property
+    def node_mode(self) -> str:
+        """The node's sharing mode as Volcano's ``decodeNodeDevices`` sets it: ``mig`` or
+        ``hami-core`` (any other registered mode, ``mps`` included, counts as HAMi-core)."""
+        return MIG if self.mig_mode else HAMI_CORE
+
     def _plan(self, request: VGpuRequest) -> _Plan | str:
+        if request.mode and self.names.profile == "volcano":
+            # checkNodeGPUSharingPredicateAndScore: the pod's mode against the node's, once.
+            if request.mode != self.node_mode:
+                return (f"{REASON_PREFIX}: node {self.node_name}: pod required sharing mode "
+                        f"{request.mode} is not the same as the node mode {self.node_mode}")
+            request = replace(request, mode="")
         work = [card.copy() for card in self.cards]
         out: list[list[ContainerDevice]] = []
         score = 0.0

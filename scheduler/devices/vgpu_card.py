@@ -66,7 +66,9 @@ def refusal(card: VGpuCard, need: VGpuContainerRequest, request: VGpuRequest) ->
             return "type not allowed"
     elif any(t in card_type for t in request.nouse_types):
         return "type excluded"
-    if request.mode and request.mode != info.mode:
+    # HAMi's checkType, per card: the pod's mode annotation must contain the card's mode
+    # (the volcano profile compares it once per node, VGpuDevices._plan).
+    if request.mode and info.mode not in request.mode:
         return f"mode is not {request.mode}"
     if card.used_num >= info.split:
         return "all share slots used"

@@ -57,7 +57,8 @@ class VGpuFamily:
         if text is None or not self._has_resources(node):
             return None
         try:
-            registered = parse_register(str(text), json_format=names.register_json)
+            registered = parse_register(str(text), json_format=names.register_json,
+                                        legacy_fields=self.config.vgpu_legacy_register)
         except CodecError as exc:
             self._node_warning(node.name, f"node {node.name} has a malformed {names.register} "
                                           f"annotation ({exc}); it is treated as having no vGPU")

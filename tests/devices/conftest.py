@@ -73,7 +73,8 @@ def bound_gpu_pod(name: str, *, node: str, index: str, memory: int | None = None
 # -- vGPU -----------------------------------------------------------------------------------
 def register(cards: Sequence[tuple[str, int, int, str, str]]) -> str:
     """Volcano's register annotation from ``(uuid, split, MiB, type, mode)`` entries."""
-    return ":".join(f"{u},{split},{mem},{kind},true,{mode}" for u, split, mem, kind, mode in cards)
+    return "".join(f"{u},{split},{mem},{kind},true,{mode}:"
+                   for u, split, mem, kind, mode in cards)
 
 
 def vgpu_node(name: str, cards: Sequence[tuple[str, int, int, str, str]] = (),

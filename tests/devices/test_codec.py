@@ -33,17 +33,27 @@ def test_six_field_register_gives_cards_in_entry_order() -> None:
     ]
 
 
-def test_five_field_register_defaults_to_hami_core() -> None:
-    cards = parse_register(VOLCANO_5)
+def test_five_field_register_needs_the_legacy_opt_in() -> None:
+    """Volcano's ``decodeNodeDevices`` (pkg/scheduler/api/devices/nvidia/vgpu/utils.go:63-67)
+    refuses the whole value when an entry has fewer than six fields; the five fields of older
+    plugins are read only with ``deviceshare.VGPURegisterLegacyFields`` (mode ``hami-core``)."""
+    with pytest.raises(CodecError, match=r"needs 6 .*VGPURegisterLegacyFields"):
+        parse_register(VOLCANO_5)
+    cards = parse_register(VOLCANO_5, legacy_fields=True)
     assert [(c.uuid, c.index, c.split, c.memory, c.mode, c.healthy) for c in cards] == [
         ("GPU-0aa1", 0, 10, 16384, "hami-core", True),
         ("GPU-1bb2", 1, 10, 16384, "hami-core", True),
     ]
 
 
-def test_register_without_trailing_colon_and_go_bool_spellings() -> None:
-    cards = parse_register("GPU-a,2,1000,T4,1:GPU-b,2,1000,T4,F")
-    assert [c.healthy for c in cards] == [True, False]
+def test_register_go_bool_spellings_and_pieces_without_comma() -> None:
+    """utils.go:52-62: a value without ``:`` registers nothing, a piece without ``,`` is
+    skipped but still counts for the index, fields past the sixth are ignored."""
+    cards = parse_register("GPU-a,2,1000,T4,1,hami-core:junk:GPU-b,2,1000,T4,F,mig,extra")
+    assert [(c.uuid, c.index, c.healthy, c.mode) for c in cards] == [
+        ("GPU-a", 0, True, "hami-core"), ("GPU-b", 2, False, "mig")]
+    with pytest.raises(CodecError, match="no ':'"):
+        parse_register("GPU-a,2,1000,T4,true,hami-core")
 
 
 @pytest.mark.parametrize(
@@ -51,13 +61,14 @@ def test_register_without_trailing_colon_and_go_bool_spellings() -> None:
     [
         pytest.param("", "no device entries", id="empty"),
         pytest.param(":::", "no device entries", id="only-separators"),
-        pytest.param("GPU-a,10,1000,T4:", "5 or 6", id="four-fields"),
-        pytest.param("GPU-a,10,1000,T4,true,hami-core,extra:", "5 or 6", id="seven-fields"),
-        pytest.param(",10,1000,T4,true:", "empty UUID", id="empty-uuid"),
-        pytest.param("GPU-a,ten,1000,T4,true:", "split count", id="split-not-int"),
-        pytest.param("GPU-a,0,1000,T4,true:", "at least 1", id="split-zero"),
-        pytest.param("GPU-a,10,-5,T4,true:", "memory", id="negative-memory"),
-        pytest.param("GPU-a,10,1000,T4,maybe:", "health", id="bad-health"),
+        pytest.param("GPU-a,10,1000,T4:", "needs 6", id="four-fields"),
+        pytest.param("GPU-a,10,1000,T4,true,mig:GPU-b,10,1000,T4,true:", "entry 1 .*needs 6",
+                     id="one-short-entry-spoils-the-node"),
+        pytest.param(",10,1000,T4,true,hami-core:", "empty UUID", id="empty-uuid"),
+        pytest.param("GPU-a,ten,1000,T4,true,hami-core:", "split count", id="split-not-int"),
+        pytest.param("GPU-a,0,1000,T4,true,hami-core:", "at least 1", id="split-zero"),
+        pytest.param("GPU-a,10,-5,T4,true,hami-core:", "memory", id="negative-memory"),
+        pytest.param("GPU-a,10,1000,T4,maybe,hami-core:", "health", id="bad-health"),
     ],
 )
 def test_malformed_volcano_register_is_an_error_naming_the_entry(text: str, fragment: str) -> None:
@@ -66,7 +77,8 @@ def test_malformed_volcano_register_is_an_error_naming_the_entry(text: str, frag
 
 
 def test_duplicate_uuids_are_kept_and_reported() -> None:
-    cards = parse_register("GPU-a,10,1000,T4,true:GPU-b,10,1000,T4,true:GPU-a,10,1000,T4,true:")
+    cards = parse_register("GPU-a,10,1000,T4,true,hami-core:GPU-b,10,1000,T4,true,hami-core:"
+                           "GPU-a,10,1000,T4,true,hami-core:")
     assert [c.index for c in cards] == [0, 1, 2]
     assert duplicate_uuids(cards) == ["GPU-a"]
     assert duplicate_uuids(parse_register(VOLCANO_6)) == []

@@ -44,7 +44,7 @@ def share_pod(name: str, index: str, memory: str | None = "4000", **kw: Any) -> 
 
 
 VOLCANO_REGISTER = ("GPU-0aa1,10,32768,NVIDIA-Tesla V100,true,hami-core:"
-                    "GPU-1bb2,4,16384,NVIDIA-Tesla T4,true:")
+                    "GPU-1bb2,4,16384,NVIDIA-Tesla T4,true,hami-core:")
 HAMI_REGISTER = json.dumps([
     {"id": "GPU-h0", "count": 10, "devmem": 24576, "devcore": 100, "type": "NVIDIA A10",
      "mode": "hami-core", "health": True},
@@ -144,15 +144,21 @@ def test_both_families_and_the_cluster_total() -> None:
 @pytest.mark.parametrize(
     ("objects", "fragment"),
     [
-        pytest.param([vgpu_node("vg-1", "GPU-a,ten,1,T4,true:")],
+        pytest.param([vgpu_node("vg-1", "GPU-a,ten,1,T4,true,hami-core:")],
                      "node vg-1: malformed volcano.sh/node-vgpu-register", id="bad-register"),
+        # Volcano's decodeNodeDevices (vgpu/utils.go:63-67) reads no card of a five-field entry
+        pytest.param([vgpu_node("vg-1", "GPU-a,10,1000,T4,true:")],
+                     "node vg-1: malformed volcano.sh/node-vgpu-register (device entry 0 "
+                     "'GPU-a,10,1000,T4,true' has 5 comma-separated fields, needs 6",
+                     id="five-field-register"),
         pytest.param([vgpu_node("hm-1", "[{", hami=True)],
                      "node hm-1: malformed hami.io/node-nvidia-register", id="bad-hami-json"),
         pytest.param([vgpu_node("vg-1", VOLCANO_REGISTER), volcano_pod("p", "GPU-0aa1,NV:")],
                      "pod ml/p on node vg-1: unreadable vGPU annotation", id="bad-devices"),
         pytest.param([vgpu_node("vg-1", VOLCANO_REGISTER), volcano_pod("p", "GPU-zz,NVIDIA,1,0:")],
                      "pod ml/p on node vg-1 holds GPU GPU-zz", id="unknown-card"),
-        pytest.param([vgpu_node("vg-1", "GPU-a,10,1000,T4,true:GPU-a,10,1000,T4,true:")],
+        pytest.param([vgpu_node("vg-1", "GPU-a,10,1000,T4,true,hami-core:"
+                                            "GPU-a,10,1000,T4,true,hami-core:")],
                      "node vg-1 registers GPU GPU-a more than once", id="duplicate-uuid"),
         pytest.param([share_node(), share_pod("p", "zero")],
                      "pod ml/p on node gpu-1: unreadable volcano.sh/gpu-index", id="bad-index"),

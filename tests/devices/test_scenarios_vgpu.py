@@ -11,7 +11,14 @@ from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.sim import EPOCH
 from scheduler.cluster.simulation import build_simulation
 from tests.builders import conf_of, gang, make_node, make_pod, simulate
-from tests.devices.conftest import card, devices_of, vgpu_conf, vgpu_node, vgpu_pod
+from tests.devices.conftest import (
+    card,
+    devices_of,
+    deviceshare_conf,
+    vgpu_conf,
+    vgpu_node,
+    vgpu_pod,
+)
 
 Obj = dict[str, Any]
 
@@ -131,7 +138,6 @@ def test_bad_cores_request_is_unschedulable_with_reason(cores: str, words: str) 
         pytest.param({"nvidia.com/nouse-gputype": "A100"}, "GPU-T4", id="nouse-type"),
         pytest.param({"volcano.sh/vgpu-use-gpuuuid": "GPU-A100"}, "GPU-A100", id="use-uuid"),
         pytest.param({"volcano.sh/vgpu-nouse-gpuuuid": "GPU-A100"}, "GPU-T4", id="nouse-uuid"),
-        pytest.param({"volcano.sh/vgpu-mode": "mig"}, "GPU-T4", id="mode"),
     ],
 )
 def test_card_selection_annotations(annotations: dict[str, str], expected: str) -> None:
@@ -185,7 +191,7 @@ def test_multi_vgpu_request_uses_distinct_cards() -> None:
 
 
 def test_malformed_register_means_no_vgpu_and_a_warning_naming_the_node() -> None:
-    objs = [vgpu_node("broken", text="GPU-0,ten,16000,NVIDIA-A100,true"),
+    objs = [vgpu_node("broken", text="GPU-0,ten,16000,NVIDIA-A100,true,hami-core:"),
             vgpu_pod("p", memory=1000)]
     run = simulate(objs, conf=vgpu_conf())
     assert run.node_of("p") is None
@@ -198,7 +204,8 @@ def test_malformed_register_means_no_vgpu_and_a_warning_naming_the_node() -> Non
 
 
 def test_duplicate_uuids_count_once() -> None:
-    node = vgpu_node("n1", text="GPU-0,1,16000,NVIDIA-A100,true:GPU-0,1,16000,NVIDIA-A100,true")
+    node = vgpu_node("n1", text="GPU-0,1,16000,NVIDIA-A100,true,hami-core:"
+                                "GPU-0,1,16000,NVIDIA-A100,true,hami-core:")
     run = simulate([node, vgpu_pod("a", memory=1000), vgpu_pod("b", memory=1000)],
                    conf=vgpu_conf())
     assert len(placed(run, "a", "b")) == 1
@@ -206,10 +213,45 @@ def test_duplicate_uuids_count_once() -> None:
     assert any("GPU-0" in w["message"] and "more than once" in w["message"] for w in warnings)
 
 
-def test_five_field_register_is_accepted() -> None:
-    node = vgpu_node("n1", text="GPU-0,4,16000,NVIDIA-A100,true")
-    run = simulate([node, vgpu_pod("p", memory=1000)], conf=vgpu_conf())
-    assert uuids(run, "p") == ["GPU-0"]
+@pytest.mark.parametrize(("legacy", "fits"), [(False, False), (True, True)])
+def test_five_field_register_needs_the_legacy_opt_in(legacy: bool, fits: bool) -> None:
+    """Volcano's ``decodeNodeDevices`` (pkg/scheduler/api/devices/nvidia/vgpu/utils.go:63-67)
+    gives a node no vGPU when an entry has fewer than six fields; Lahar does the same and
+    names the node, and ``deviceshare.VGPURegisterLegacyFields`` reads older plugins' five."""
+    node = vgpu_node("n1", text="GPU-0,4,16000,NVIDIA-A100,true:")
+    conf = deviceshare_conf(VGPUEnable=True, VGPURegisterLegacyFields=legacy)
+    run = simulate([node, vgpu_pod("p", memory=1000)], conf=conf)
+    assert bool(run.node_of("p")) is fits
+    if fits:
+        assert uuids(run, "p") == ["GPU-0"]
+    else:
+        assert "needs 6" in run.events("InvalidDeviceRegistration")[0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("last_mode", "pod_mode", "fits"),
+    [
+        pytest.param("hami-core", "mig", False, id="mig-card-on-a-hami-core-node"),
+        pytest.param("mig", "hami-core", True, id="mig-without-geometry-is-hami-core"),
+        pytest.param("mps", "mps", False, id="mps-node-counts-as-hami-core"),
+        pytest.param("mps", "hami-core", True, id="hami-core-pod-on-an-mps-node"),
+    ],
+)
+def test_vgpu_mode_is_compared_with_the_node_mode(last_mode: str, pod_mode: str,
+                                                    fits: bool) -> None:
+    """Volcano compares ``volcano.sh/vgpu-mode`` once per node
+    (``checkNodeGPUSharingPredicateAndScore``, vgpu/utils.go:386-391) with the mode
+    ``decodeNodeDevices`` gives the node: its last entry's, ``mig`` only where the device
+    ConfigMap knows the card's geometry, every other mode ``hami-core`` (utils.go:86-98,
+    ``getSharingMode`` utils.go:369-376). Before, Lahar matched the mode card by card."""
+    node = vgpu_node("n1", [card("GPU-0", mode="mig"), card("GPU-1", mode=last_mode)])
+    run = simulate([node, vgpu_pod("p", memory=1000, annotations={"volcano.sh/vgpu-mode":
+                                                                   pod_mode})],
+                   conf=vgpu_conf())
+    assert bool(run.node_of("p")) is fits
+    if not fits:
+        assert (f"pod required sharing mode {pod_mode} is not the same as the node mode "
+                f"hami-core") in run.reason("p")
 
 
 def test_node_lock_lets_consecutive_vgpu_pods_all_land_on_one_node() -> None:
@@ -250,3 +292,20 @@ def test_hami_profile_reads_and_writes_hami_names() -> None:
     assert locks == ["2026-01-01T00:00:00Z,default,p"]
     assert cluster.objects["Pod"]["default/p"]["spec"]["nodeName"] == "n1"
     assert "hami.io/mutex.lock" not in cluster.objects["Node"]["n1"]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(("pod_mode", "expected"),
+                         [("mps", "GPU-h1"), ("hami-core,mps", "GPU-h0")])
+def test_hami_profile_matches_the_mode_card_by_card(pod_mode: str, expected: str) -> None:
+    """HAMi's ``checkType`` (pkg/device/nvidia/device.go:493-497) keeps a card whose mode the
+    pod's ``nvidia.com/vgpu-mode`` contains, card by card (no node mode in HAMi)."""
+    devices = [{"id": f"GPU-h{i}", "index": i, "count": 10, "devmem": 24000, "devcore": 100,
+                "type": "NVIDIA-L4", "health": True, "mode": mode}
+               for i, mode in enumerate(("hami-core", "mps"))]
+    node = make_node("n1", cpu="32", memory="128Gi", extra={"nvidia.com/gpu": "20"},
+                     annotations={"hami.io/node-nvidia-register": json.dumps(devices)})
+    pod = make_pod("p", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"},
+                   annotations={"nvidia.com/vgpu-mode": pod_mode})
+    run = simulate([node, pod], conf=vgpu_conf(profile="hami", policy="spread"))
+    held = devices_of(run.pod("p"), "hami.io/vgpu-devices-allocated")
+    assert [uuid for container in held for uuid, _, _ in container] == [expected]

@@ -11,9 +11,12 @@ mounted ``volcano-scheduler.conf`` (cmd/scheduler/app/server.go).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = "tests/data/bad"
@@ -97,8 +100,8 @@ def test_log_warnings_of_simulate_take_the_one_format() -> None:
     assert result.stderr.splitlines()[:2] == [
         f"warning: {BAD}/hypernode-missing-member.yaml#2: HyperNode rack: member HyperNode "
         "nothere does not exist; it adds no node until it is created",
-        "warning: Node n1 is in two HyperNodes of tier 1 (rack2 and rack3); rack2 is taken as "
-        "its tier-1 HyperNode",
+        f"warning: {BAD}/hypernode-missing-member.yaml#4: HyperNode rack3: Node n1 is also in "
+        "rack2 of tier 1; rack2 is taken as its tier-1 HyperNode",
     ]
 
 
@@ -116,3 +119,19 @@ def test_a_logged_object_warning_names_its_file() -> None:
                  sources) == (
         "warning: b.yaml#1: PodGroup team/pg: PodGroup spec.subGroupPolicy entries without "
         "matchLabelKeys select no pod (sub_groups=['a'])")
+
+
+WARNING_LINE = re.compile(r"^warning: [^\s#:]+#\d+: [A-Z][A-Za-z]+ (?:[a-z0-9.-]+/)?[^\s/:]+: \S")
+
+
+@pytest.mark.parametrize("name", ["queue-cycle", "hypernode-missing-member", "hypernode-tangle",
+                                  "device-negative", "warn-cluster", "hypernode-backtracking"])
+def test_every_warning_line_names_file_document_and_object(name: str) -> None:
+    """Every warning of a bad file, whether found at load or logged by the cache, the queue
+    tree, the HyperNode tree (Volcano's pkg/scheduler/api/hyper_node_info.go) or a device
+    family, reads ``warning: FILE#DOC: Kind ns/name: ...``."""
+    result = _simulate("--conf", "conf/vgpu.conf", f"{BAD}/{name}.yaml")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert lines, result.stderr
+    assert [line for line in lines if not WARNING_LINE.match(line)] == []
+    assert all(f"{BAD}/{name}.yaml#" in line for line in lines)

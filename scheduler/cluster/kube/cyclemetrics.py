@@ -14,6 +14,7 @@ from typing import Any
 
 from scheduler import metrics
 from scheduler.api.resource import Resource
+from scheduler.framework.close import roll_up
 
 __all__ = ["record_cycle"]
 
@@ -48,6 +49,12 @@ def record_cycle(stats: Any, cache: Any) -> None:
         # Kept by the cache as pods change, not summed here: a cycle costs what changed.
         request, allocated = cache.usage.totals(lambda: cache.tasks.values(), cache._queue_of)
         queues = [(queue.name, queue.weight, queue.capability) for queue in cache.queues.values()]
+        # Hierarchical queues: a parent's gauges hold its children's sums, as its
+        # status.allocated does (close.roll_up, Volcano's updateQueueStatus).
+        request = roll_up(cache.queues, {name: request.get(name, Resource())
+                                         for name, _, _ in queues})
+        allocated = roll_up(cache.queues, {name: allocated.get(name, Resource())
+                                           for name, _, _ in queues})
         # Volcano labels by PodGroup name alone; same-named jobs in two namespaces add up.
         # After the first cycle, only the names that changed: most jobs keep their count.
         changed = cache.unready_by_name if cache.unready_changed is None else cache.unready_changed

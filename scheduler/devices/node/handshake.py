@@ -139,8 +139,8 @@ def _check_devices(pod: Mapping[str, Any], node: Mapping[str, Any], names: VGpuN
     if register is None:
         return devices, f"node {_name(node)} has no {names.register} annotation"
     try:
-        registered = {card.uuid for card in parse_register(str(register),
-                                                            json_format=names.register_json)}
+        registered = {card.uuid for card in parse_register(
+            str(register), json_format=names.register_json, legacy_fields=True)}
     except CodecError as exc:
         return devices, f"node {_name(node)} has a malformed {names.register} annotation: {exc}"
     # A MIG instance is named ``<card UUID>[group-position]`` (scheduler.devices.mig).
