@@ -1,0 +1,1 @@
+"""The node agent as a DRA driver: its devices, ResourceSlices and kubelet plugin."""
