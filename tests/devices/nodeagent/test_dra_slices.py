@@ -190,11 +190,12 @@ def test_the_shared_class_matches_only_shareable_cards_and_memory_adds_up() -> N
                   slices, state=state)
 
 
-def test_a_shared_request_without_memory_takes_the_card() -> None:
+def test_a_shared_request_without_capacity_takes_the_card() -> None:
+    """HAMi's policy: the defaults are the whole memory and all 100 cores."""
     slices = _slices(_inventory(1, memory=16 * GIB), mode="shared")
     (result,) = _allocate([_claim("c", _req("s", "shared-gpu.lahar.dev"))], slices)
     (got,) = result.results
-    assert got.consumed_capacity == {"memory": Decimal(16 * GIB), "cores": Decimal(0)}
+    assert got.consumed_capacity == {"memory": Decimal(16 * GIB), "cores": Decimal(100)}
 
 
 def test_mig_instances_are_partitionable_and_exclude_the_whole_card() -> None:
@@ -259,3 +260,13 @@ def test_many_devices_split_into_slices_of_the_api_limits() -> None:
     (result,) = _allocate([_claim("c", _req("m", "mig.lahar.dev", count=7, selector=(
         "device.attributes['gpu.lahar.dev'].index == 8")))], slices)  # in the second slice
     assert _devices(result) == [f"gpu-8-mig-1g10gb-{i}" for i in range(7)]
+
+
+def test_cards_are_named_by_minor_as_nvidias_driver_names_them() -> None:
+    """``GpuInfo.CanonicalName`` in k8s-dra-driver-gpu: ``gpu-<minor>``, not the NVML index."""
+    inv = _inventory(2)
+    swapped = replace(inv, gpus=(replace(inv.gpus[0], minor=5), replace(inv.gpus[1], minor=4)))
+    assert [d.name for d in dra_devices(swapped)] == ["gpu-5", "gpu-4"]
+    found = device_for_name(swapped, "gpu-4")
+    assert found is not None and found.gpu == swapped.gpus[1]
+    assert device_for_name(swapped, "gpu-0") is None

@@ -12,21 +12,22 @@ module is the one mapping between the two, used both ways:
 * :func:`device_for_name` is the reverse lookup prepare uses: the device a name stands for on
   this node, or ``None`` so prepare refuses a device the node does not have.
 
-Names are DNS labels, stable across restarts as long as the hardware is: ``gpu-<index>``
-(NVML index), ``gpu-<index>-mig-<profile>-<position>`` (the profile without dots, e.g.
-``1g10gb``; the position is the NVML MIG index, the same position the vGPU MIG path uses),
-``rdma-<minor>`` and ``rdma-<minor>-vf-<n>`` for a NIC's n-th virtual function.
+Names are DNS labels, stable across restarts as long as the hardware is: ``gpu-<minor>``
+(``/dev/nvidia<minor>``, as NVIDIA's driver names cards),
+``gpu-<minor>-mig-<profile>-<position>`` (the profile without dots, e.g. ``1g10gb``; the
+position is the NVML MIG index, the same position the vGPU MIG path uses), ``rdma-<minor>``
+and ``rdma-<minor>-vf-<n>`` for a NIC's n-th virtual function.
 
 Attributes follow NVIDIA's k8s-dra-driver-gpu (``type``, ``uuid``, ``index``, ``minor``,
 ``productName``, ``architecture``, ``driverVersion``, ``cudaComputeCapability`` as a version,
-``resource.kubernetes.io/pcieRoot``) so the same CEL selectors work; capacity is ``memory``
-(and ``cores`` = 100, HAMi's share of the SMs in percent). In ``shared`` mode a whole card is
-``allowMultipleAllocations: true`` with a ``requestPolicy``: memory in 1 MiB steps (a request
-that names no memory gets the whole card's), cores in whole percent (default 0: no SM limit,
-HAMi-core's meaning of an unset ``gpucores``). A card with MIG instances is partitionable: a
-counter set ``gpu-<index>-counters`` holds its ``memory`` and ``compute-slices``; each instance
-consumes its own share and the whole card consumes all of it, so whole and instances exclude
-each other; such a card is never shared.
+``pcieBusID``, ``resource.kubernetes.io/pcieRoot``) so the same CEL selectors work; capacity
+is ``memory`` (and ``cores`` = 100, HAMi's share of the SMs in percent). In ``shared`` mode a
+whole card is ``allowMultipleAllocations: true`` with a ``requestPolicy``, the policy of HAMi's
+DRA driver (``HAMiGpuInfo.GetDevice``): memory in 1 MiB steps from 1 MiB, cores in whole
+percent from 0; a request that names neither gets the whole memory and all 100 cores. A card
+with MIG instances is partitionable: a counter set ``gpu-<minor>-counters`` holds its
+``memory`` and ``compute-slices``; each instance consumes its own share and the whole card
+consumes all of it, so whole and instances exclude each other; such a card is never shared.
 """
 
 from __future__ import annotations
@@ -133,12 +134,12 @@ def dra_devices(inventory: Inventory, mig: MigLayout | None = None) -> list[DraD
     physical function then its virtual functions."""
     out: list[DraDevice] = []
     for gpu in sorted(inventory.gpus, key=lambda g: g.index):
-        out.append(DraDevice(name=f"gpu-{gpu.index}", kind="gpu", healthy=gpu.healthy, gpu=gpu))
+        out.append(DraDevice(name=f"gpu-{gpu.minor}", kind="gpu", healthy=gpu.healthy, gpu=gpu))
         for position, instance in enumerate((mig or {}).get(gpu.uuid, ())):
             if instance is None:
                 continue
             out.append(DraDevice(
-                name=f"gpu-{gpu.index}-mig-{profile_label(instance.profile)}-{position}",
+                name=f"gpu-{gpu.minor}-mig-{profile_label(instance.profile)}-{position}",
                 kind="mig", healthy=gpu.healthy, gpu=gpu, mig=instance, mig_position=position))
     for nic in sorted(inventory.nics, key=lambda n: n.minor):
         out.append(DraDevice(name=f"rdma-{nic.minor}", kind="rdma", healthy=nic.healthy, nic=nic))
@@ -155,7 +156,7 @@ def device_for_name(inventory: Inventory, name: str,
     if match is None:
         return None
     if match[1] is not None:
-        gpu = inventory.gpu_by_index(int(match[1]))
+        gpu = next((g for g in inventory.gpus if g.minor == int(match[1])), None)
         if gpu is None:
             return None
         if match[2] is None:
@@ -224,7 +225,7 @@ def _compute_slices(profile: str) -> int:
 
 
 def counter_set_name(gpu: Gpu) -> str:
-    return f"gpu-{gpu.index}-counters"
+    return f"gpu-{gpu.minor}-counters"
 
 
 def _mig_totals(gpu: Gpu, instances: Sequence[MigInstance | None]) -> tuple[int, int]:
@@ -283,7 +284,8 @@ def device_wire(device: DraDevice, *, mode: str, driver_version: str = "",
             "memory": {"value": memory, "requestPolicy": {
                 "default": memory, "validRange": {"min": "1Mi", "max": memory, "step": "1Mi"}}},
             "cores": {"value": str(CORES), "requestPolicy": {
-                "default": "0", "validRange": {"min": "0", "max": str(CORES), "step": "1"}}},
+                "default": str(CORES), "validRange": {"min": "0", "max": str(CORES),
+                                                     "step": "1"}}},
         }
     else:
         out["capacity"] = {"memory": {"value": memory}, "cores": {"value": str(CORES)}}

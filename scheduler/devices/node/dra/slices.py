@@ -82,7 +82,7 @@ def build_slices(spec: PoolSpec, inventory: Inventory, *, generation: int,
     unhealthy on top of the inventory's health (a card's MIG instances follow the card)."""
     devices = []
     for device in dra_devices(inventory, mig):
-        parent = f"gpu-{device.gpu.index}" if device.gpu is not None else ""
+        parent = f"gpu-{device.gpu.minor}" if device.gpu is not None else ""
         sick = not device.healthy or device.name in unhealthy or parent in unhealthy
         if sick and not spec.device_taints:
             continue
