@@ -179,7 +179,7 @@ def test_shared_gpu_gets_hami_core_limits_from_consumed_capacity(node: Node) -> 
 def test_mig_and_rdma_claims(node: Node) -> None:
     """MIG: the instance's UUID visible, the parent's node; RDMA: rdma_cm + uverbs (koordlet
     ``hooks/rdma/rdma.go``), a VF by its position."""
-    claim = node.claims.add("m", [result("gpu-1-mig-1", request="mig"),
+    claim = node.claims.add("m", [result("gpu-1-mig-1g10gb-1", request="mig"),
                                   result("rdma-1", request="nic"),
                                   result("rdma-0-vf-0", request="nic")])
     missing = node.kubelet.prepare(claim)["uid-m"].error
@@ -188,13 +188,13 @@ def test_mig_and_rdma_claims(node: Node) -> None:
     os.makedirs(os.path.join(sysfs, "bus/pci/devices/0000:18:00.1/infiniband_verbs/uverbs7"))
     answer = node.kubelet.prepare(claim)["uid-m"]
     assert answer.error == "" and [d.device_name for d in answer.devices] == \
-        ["gpu-1-mig-1", "rdma-1", "rdma-0-vf-0"]
+        ["gpu-1-mig-1g10gb-1", "rdma-1", "rdma-0-vf-0"]
     gpu = node.source.read().gpu_by_index(1)
     assert gpu is not None
     mig = FakeMig(parse_fake_mig("1g.10gb:2")).instances(gpu)[1]
     assert mig is not None
     devices = {d["name"]: d["containerEdits"] for d in node.spec("uid-m")["devices"]}
-    assert devices["uid-m-gpu-1-mig-1"]["env"] == [f"NVIDIA_VISIBLE_DEVICES={mig.uuid}"]
+    assert devices["uid-m-gpu-1-mig-1g10gb-1"]["env"] == [f"NVIDIA_VISIBLE_DEVICES={mig.uuid}"]
     assert [n["path"] for n in devices["uid-m-rdma-1"]["deviceNodes"]] == \
         ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs1"]
     assert [n["path"] for n in devices["uid-m-rdma-0-vf-0"]["deviceNodes"]] == \

@@ -6,9 +6,10 @@ the API server, checks its UID (a claim deleted and re-created under the same na
 one kubelet means) and takes the results of ``status.allocation.devices.results`` whose
 ``driver`` is this driver (other drivers' results are theirs to prepare, as NVIDIA's
 ``k8s-dra-driver-gpu`` ``prepareDevices`` filters them). Each result names a device of this
-node's pool (:func:`resolve`); one the node does not have (or a card turned unhealthy, or a
-card kept for the device-plugin families by ``--dra-cards``) fails the claim with an error
-naming claim, pool and device, which kubelet reports on the pod.
+node's pool (:func:`~scheduler.devices.node.dra.devices.device_for_name`); one the node
+does not have (or a card turned unhealthy, or a card kept for the device-plugin families by
+``--dra-cards``) fails the claim with an error naming claim, pool and device, which kubelet
+reports on the pod.
 
 What a device gives (one CDI device per result, :mod:`.cdispec`):
 
@@ -34,7 +35,6 @@ spec and its checkpoint entry; an unknown claim is already unprepared (no error)
 
 from __future__ import annotations
 
-import re
 import uuid as uuidlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,16 +52,12 @@ from scheduler.devices.node.dra.cdispec import (
     write_claim_spec,
 )
 from scheduler.devices.node.dra.checkpoint import Checkpoint
-from scheduler.devices.node.inventory import MIB, Gpu, Inventory, Nic, uverbs_of
+from scheduler.devices.node.dra.devices import device_for_name, mig_layout
+from scheduler.devices.node.inventory import MIB, Gpu, Inventory, uverbs_of
 from scheduler.devices.node.modes import MigInstance, MigSource
 from scheduler.devices.node.resources import AgentConfig
 
-__all__ = ["ClaimReader", "PrepareError", "PreparedDevice", "Preparer", "resolve"]
-
-_GPU = re.compile(r"^gpu-(\d+)$")
-_MIG = re.compile(r"^gpu-(\d+)-mig-(\d+)$")
-_NIC = re.compile(r"^rdma-(\d+)(?:-vf-(\d+))?$")
-
+__all__ = ["ClaimReader", "PrepareError", "PreparedDevice", "Preparer"]
 
 class PrepareError(Exception):
     """Why a claim cannot be prepared; the message names the claim and the problem."""
@@ -90,35 +86,6 @@ class PreparedDevice:
         return PreparedDevice(requests=tuple(data.get("requests", ())), pool=data["pool"],
                               device=data["device"], cdi_ids=tuple(data.get("cdi", ())),
                               share_id=str(data.get("share", "")))
-
-
-Resolved = tuple[Gpu, None] | tuple[Gpu, MigInstance] | tuple[Nic, str]
-
-
-def resolve(name: str, inventory: Inventory, mig: MigSource | None) -> Resolved | None:
-    """The card, MIG instance or NIC function a DRA device name stands for: ``gpu-<index>``,
-    ``gpu-<index>-mig-<position>`` (the instance at that position of the card's geometry),
-    ``rdma-<minor>`` (the PF) and ``rdma-<minor>-vf-<n>`` (its n-th VF's bus id)."""
-    if match := _GPU.match(name):
-        gpu = inventory.gpu_by_index(int(match.group(1)))
-        return (gpu, None) if gpu is not None else None
-    if match := _MIG.match(name):
-        gpu = inventory.gpu_by_index(int(match.group(1)))
-        if gpu is None or mig is None:
-            return None
-        instances = mig.instances(gpu)
-        position = int(match.group(2))
-        instance = instances[position] if position < len(instances) else None
-        return (gpu, instance) if instance is not None else None
-    if match := _NIC.match(name):
-        nic = next((n for n in inventory.nics if n.minor == int(match.group(1))), None)
-        if nic is None:
-            return None
-        if match.group(2) is None:
-            return nic, nic.bus_id
-        vf = int(match.group(2))
-        return (nic, nic.vfs[vf]) if vf < len(nic.vfs) else None
-    return None
 
 
 def _mib(value: object, *, where: str) -> int:
@@ -198,6 +165,7 @@ class Preparer:
     def _devices(self, where: str, uid: str, results: Sequence[Mapping[str, Any]]
                  ) -> tuple[list[ClaimDevice], list[PreparedDevice]]:
         inventory = self.inventory()
+        layout = mig_layout(self.mig, inventory) if self.mig is not None else None
         gpus: list[tuple[int, Gpu, MigInstance | None, Mapping[str, Any]]] = []
         devices: list[ClaimDevice | None] = []
         answer: list[PreparedDevice] = []
@@ -206,26 +174,27 @@ class Preparer:
             at = f"{where}: allocation result #{i} (pool {pool}, device {device})"
             if pool != self.pool:
                 raise PrepareError(f"{at}: the pool is not node {self.node_name}'s")
-            found = resolve(device, inventory, self.mig)
+            found = device_for_name(inventory, device, layout)
             if found is None:
                 raise PrepareError(f"{at}: node {self.node_name} has no such device")
-            what, detail = found
-            if isinstance(what, Gpu):
-                if not what.healthy:
-                    raise PrepareError(f"{at}: GPU {what.uuid} is unhealthy")
-                if self.cards is not None and what.index not in self.cards:
-                    raise PrepareError(f"{at}: GPU {what.index} is not one of --dra-cards")
-                gpus.append((len(devices), what, detail if isinstance(detail, MigInstance)
-                             else None, result))
+            if found.gpu is not None:
+                gpu = found.gpu
+                if not gpu.healthy:
+                    raise PrepareError(f"{at}: GPU {gpu.uuid} is unhealthy")
+                if self.cards is not None and gpu.index not in self.cards:
+                    raise PrepareError(f"{at}: GPU {gpu.index} is not one of --dra-cards")
+                gpus.append((len(devices), gpu, found.mig, result))
                 devices.append(None)  # filled below with the claim's GPU environment
             else:
-                assert isinstance(detail, str)
-                if not what.healthy:
-                    raise PrepareError(f"{at}: RDMA NIC {what.bus_id} is unhealthy")
-                path = uverbs_of(self.config.sysfs, detail) or (
-                    f"/dev/infiniband/uverbs{what.minor}" if detail == what.bus_id else "")
+                nic = found.nic
+                assert nic is not None
+                if not nic.healthy:
+                    raise PrepareError(f"{at}: RDMA NIC {nic.bus_id} is unhealthy")
+                function = found.vf or nic.bus_id
+                path = uverbs_of(self.config.sysfs, function) or (
+                    f"/dev/infiniband/uverbs{nic.minor}" if not found.vf else "")
                 if not path:
-                    raise PrepareError(f"{at}: no uverbs device for RDMA function {detail}")
+                    raise PrepareError(f"{at}: no uverbs device for RDMA function {function}")
                 devices.append(ClaimDevice(name=device, device_nodes=(RDMA_CM, path)))
             answer.append(PreparedDevice(
                 requests=(str(result.get("request", "")),), pool=pool, device=device,
