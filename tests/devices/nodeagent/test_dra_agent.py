@@ -105,3 +105,34 @@ def test_health_change_republishes_and_prepare_refuses_the_card(socket_dir: str)
         agent.stop()
     assert publisher.deleted == 1
     assert not os.path.exists(plugin.dra_socket)
+
+
+def test_a_failed_publication_is_tried_again(socket_dir: str) -> None:
+    """The API server down at start: the pool is published once it answers, without waiting
+    for a health change."""
+
+    class Flaky(Publisher):
+        def sync(self, inventory: Inventory, mig: Any = None) -> bool:
+            if not self.synced:
+                self.synced.append(inventory)
+                raise OSError("connection refused")
+            return super().sync(inventory, mig)
+
+    source = FakeSource(inventory(gpus=1))
+    preparer = Preparer(driver="gpu.lahar.dev", node_name="gpu-1",
+                        config=AgentConfig(node_name="gpu-1"), inventory=source.read,
+                        claims=Claims(), checkpoint=Checkpoint(os.path.join(socket_dir, "c")))
+    plugin = DraPlugin(driver="gpu.lahar.dev", preparer=preparer,
+                       registry_dir=os.path.join(socket_dir, "reg"),
+                       plugins_dir=os.path.join(socket_dir, "plugins"))
+    publisher = Flaky()
+    agent = DraAgent(plugin=plugin, source=source, publisher=publisher, health_interval=0.02)
+    agent.start()
+    try:
+        for _ in range(200):
+            if agent.published:
+                break
+            time.sleep(0.01)
+        assert agent.published == 1 and len(publisher.synced) == 2
+    finally:
+        agent.stop()

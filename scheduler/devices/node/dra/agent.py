@@ -99,6 +99,8 @@ class DraAgent:
     health_interval: float = 0.5
     delete_slices: bool = False
     published: int = 0
+    _pending: bool = False
+    """The last publication failed: tried again every interval."""
     _health: tuple[tuple[str, bool], ...] = ()
     _stopped: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -117,8 +119,10 @@ class DraAgent:
         try:
             if self.publisher.sync(inventory, self._layout(inventory)):
                 self.published += 1
-        except Exception as exc:  # the API server is down: retried on the next change
+            self._pending = False
+        except Exception as exc:  # the API server is down: retried every interval
             log.warning("cannot publish the ResourceSlices", error=str(exc))
+            self._pending = True
 
     def _layout(self, inventory: Inventory) -> Any:
         if self.mig is None:
@@ -138,6 +142,8 @@ class DraAgent:
             if health != self._health:
                 log.info("device health changed: publishing the pool again")
                 self._health = health
+                self._publish(inventory)
+            elif self._pending:
                 self._publish(inventory)
 
     def stop(self) -> None:

@@ -83,8 +83,13 @@ class SlicePublisher:
 
     def list_own(self) -> list[dict[str, Any]]:
         """This node's slices of this driver as the server has them."""
-        found = self.client.request_json("GET", self._path(), query={
-            "fieldSelector": f"spec.nodeName={self.node_name},spec.driver={self.driver}"})
+        try:
+            found = self.client.request_json("GET", self._path(), query={
+                "fieldSelector": f"spec.nodeName={self.node_name},spec.driver={self.driver}"})
+        except ApiError as exc:  # a server without these field labels (CRDs): filter here
+            if exc.status != 400:
+                raise
+            found = self.client.request_json("GET", self._path())
         return [s for s in found.get("items") or []
                 if (s.get("spec") or {}).get("nodeName") == self.node_name
                 and (s.get("spec") or {}).get("driver") == self.driver]
