@@ -14,7 +14,10 @@ JSON line::
 ``register_seconds`` runs from the process start to the last endpoint's first
 ``ListAndWatch`` answer; ``rss_mb`` is the agent's peak resident memory (VmHWM).
 
-    python hack/bench_node_agent.py [--pods 110] [--kubeconfig FILE]
+    python hack/bench_node_agent.py [--pods 110] [--kubeconfig FILE] [--dra]
+
+``--dra`` measures the DRA driver instead (``hack/bench_dra_plugin.py``): prepare latency,
+slice publication after start, RSS.
 """
 
 from __future__ import annotations
@@ -49,12 +52,20 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _cpu() -> str:
+    return next((line.split(":", 1)[1].strip() for line in
+                 Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), "")
+
+
 def main() -> int:
     unwind_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=110)
     parser.add_argument("--kubeconfig", default=None, help="a real API server (default: the "
                                                            "API server double)")
+    parser.add_argument("--dra", action="store_true", help="the DRA driver: prepare latency, "
+                                                           "slice publication, RSS")
     args = parser.parse_args()
     double = None
     workdir = tempfile.mkdtemp(prefix="la-", dir="/tmp")
@@ -72,6 +83,21 @@ def main() -> int:
                                 "status": {"capacity": resources, "allocatable": resources}})
     raw(kube.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
                                      "metadata": {"name": namespace}})
+    if args.dra:
+        sys.path.insert(0, str(ROOT / "hack"))
+        from bench_dra_plugin import bench_dra
+
+        try:
+            figures = bench_dra(kube=kube, kubeconfig=kubeconfig, workdir=workdir, node=node,
+                                namespace=namespace, pods=args.pods, root=ROOT, rss=_peak_rss_mb)
+            print(json.dumps({**figures, "api_server": "double" if double else "kubeconfig",
+                              "cpu": _cpu()}))
+        finally:
+            raw(kube.core.delete_node, node)
+            if double is not None:
+                double.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     kubelet = FakeKubelet(workdir)
     kubelet.start()
     log = open(os.path.join(workdir, "agent.log"), "wb")  # noqa: SIM115
@@ -118,9 +144,7 @@ def main() -> int:
             "register_seconds": round(register_seconds, 3),
             "rss_mb": round(_peak_rss_mb(agent.pid), 1),
             "pods": args.pods, "api_server": "double" if double else "kubeconfig",
-            "cpu": next((line.split(":", 1)[1].strip() for line in
-                         Path("/proc/cpuinfo").read_text().splitlines()
-                         if line.startswith("model name")), "")}))
+            "cpu": _cpu()}))
     finally:
         agent.send_signal(signal.SIGTERM)
         try:

@@ -5,7 +5,11 @@
 #  2. `lahar node-agent` (real NVML) registers with the test suite's fake kubelet and its
 #     ListAndWatch lists every GPU healthy (fine-grained nvidia.com/gpu: one ID per UUID);
 #  3. a program run under the environment an Allocate returned sees only the assigned card
-#     (`nvidia-smi -L` under NVIDIA_VISIBLE_DEVICES; torch if it is installed).
+#     (`nvidia-smi -L` under NVIDIA_VISIBLE_DEVICES; torch if it is installed);
+#  4. the DRA path: `node-agent --dra`'s plugin (real NVML) registers with the test suite's fake
+#     DRA kubelet, prepares a whole-GPU claim and a 1 GiB / 30 % share of the last card, and the
+#     CDI specs name the card's device node (which exists) and UUID (which nvidia-smi knows),
+#     with HAMi-core's limits for the share.
 # Needs: nvidia-smi, python with `pip install -e '.[nodeagent,test]'`. Exit 0 when all pass.
 #
 #   hack/gpu-check.sh
@@ -91,5 +95,69 @@ try:
         pass
 finally:
     agent.stop(); kubelet.stop(); source.close(); shutil.rmtree(directory, ignore_errors=True)
+print("PASS")
+PY
+
+echo "== 4. DRA: the kubelet plugin + fake DRA kubelet + NodePrepareResources"
+python - <<'PY'
+import json, os, shutil, subprocess, sys, tempfile
+sys.path.insert(0, os.getcwd())
+from scheduler.devices.base import DeviceConfig
+from scheduler.devices.node.dra.checkpoint import Checkpoint
+from scheduler.devices.node.dra.cdispec import claim_spec_path
+from scheduler.devices.node.dra.plugin import DraPlugin
+from scheduler.devices.node.dra.prepare import Preparer
+from scheduler.devices.node.inventory import NvmlSource
+from scheduler.devices.node.report import load_nvml
+from scheduler.devices.node.resources import AgentConfig
+from tests.devices.nodeagent.drakubelet import FakeDraKubelet
+
+directory = tempfile.mkdtemp(prefix="la-", dir="/tmp")
+nvml, error = load_nvml()
+source = NvmlSource(nvml=nvml, error=error)
+last = source.read().gpus[-1]
+device = f"gpu-{last.minor}"
+claims = {
+    "whole": [{"request": "gpu", "driver": "gpu.lahar.dev", "pool": "gpu-1", "device": device}],
+    "share": [{"request": "gpu", "driver": "gpu.lahar.dev", "pool": "gpu-1", "device": device,
+               "consumedCapacity": {"memory": "1Gi", "cores": "30"}}]}
+
+class Claims:
+    def get_resource_claim(self, namespace, name):
+        return {"metadata": {"uid": f"uid-{name}"},
+                "status": {"allocation": {"devices": {"results": claims[name]}}}}
+
+preparer = Preparer(driver="gpu.lahar.dev", node_name="gpu-1",
+                    config=AgentConfig(node_name="gpu-1", devices=DeviceConfig(profile="hami")),
+                    inventory=source.read, claims=Claims(),
+                    checkpoint=Checkpoint(os.path.join(directory, "checkpoint.json")),
+                    cdi_root=os.path.join(directory, "cdi"))
+plugin = DraPlugin(driver="gpu.lahar.dev", preparer=preparer,
+                   registry_dir=os.path.join(directory, "registry"),
+                   plugins_dir=os.path.join(directory, "plugins"))
+plugin.start()
+kubelet = FakeDraKubelet(os.path.join(directory, "registry"))
+try:
+    kubelet.discover()
+    answers = kubelet.prepare(("default", "whole", "uid-whole"), ("default", "share", "uid-share"))
+    for name in ("whole", "share"):
+        assert answers[f"uid-{name}"].error == "", answers[f"uid-{name}"].error
+        with open(claim_spec_path(os.path.join(directory, "cdi"), "gpu.lahar.dev",
+                                  f"uid-{name}")) as f:
+            spec = json.load(f)
+        print(f"CDI spec of the {name} claim:", json.dumps(spec["devices"]))
+        edits = spec["devices"][0]["containerEdits"]
+        env = dict(e.split("=", 1) for e in edits["env"])
+        node = edits["deviceNodes"][0]["path"]
+        assert os.path.exists(node), f"{node} does not exist"
+        assert env["NVIDIA_VISIBLE_DEVICES"] == last.uuid
+        shown = subprocess.run(["nvidia-smi", "-L", "-i", last.uuid], capture_output=True,
+                               text=True, check=True).stdout.strip()
+        print("the prepared card:", shown)
+    assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1024m" and env["CUDA_DEVICE_SM_LIMIT"] == "30"
+    kubelet.unprepare(("default", "whole", "uid-whole"), ("default", "share", "uid-share"))
+    assert preparer.prepared() == {}
+finally:
+    kubelet.close(); plugin.stop(); source.close(); shutil.rmtree(directory, ignore_errors=True)
 print("PASS")
 PY

@@ -129,6 +129,9 @@ def add_node_agent_arguments(sub: Any) -> None:
     where.add_argument("--metrics-address", default="", metavar="HOST:PORT",
                        help="serve Prometheus metrics (HAMi's hami_* vGPU usage) on "
                             "http://HOST:PORT/metrics (default: off)")
+    from scheduler.commands.nodeagent_dra import add_dra_arguments
+
+    add_dra_arguments(agent)
     timing = agent.add_argument_group("timing")
     timing.add_argument("--health-interval", type=float, default=0.5, metavar="SECONDS",
                         help="how often device health is checked (default: 0.5)")
@@ -167,7 +170,9 @@ def check_node_agent_args(args: argparse.Namespace) -> str | None:
         if path and not os.access(path, os.R_OK):
             why = "no such file" if not os.path.exists(path) else "not readable"
             return f"{flag} {path}: {why}"
-    if not os.path.isdir(args.kubelet_dir):
+    if getattr(args, "dra_cards", "") and not getattr(args, "dra", False):
+        return "--dra-cards: needs --dra"
+    if not os.path.isdir(args.kubelet_dir) and not getattr(args, "dra", False):
         return (f"--kubelet-dir {args.kubelet_dir}: no such directory (kubelet's device "
                 "plugin directory, where kubelet.sock is)")
     from scheduler.cluster.kube.kubeconfig import ConfigError, load_client_config
@@ -300,7 +305,24 @@ def node_agent_main(args: argparse.Namespace) -> int:
     from scheduler.devices.node.inventory import InventoryError
     from scheduler.devices.node.resources import AgentConfig, AgentConfigError
 
+    legacy: list[str] = []
+    if args.dra:
+        from dataclasses import replace
+
+        from scheduler.commands.nodeagent_dra import dra_main, legacy_families
+
+        try:
+            families = _families(args)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        legacy = legacy_families(args, families)
+        if not legacy:
+            return dra_main(args, families=replace(families, profile=args.vgpu_profile
+                                                   or "hami"),
+                            source_of=_source, mig_of=_mig_source)
     node = args.node_name or os.environ.get("NODE_NAME") or socket.gethostname()
+    dra_source: Any = None
     try:
         config = AgentConfig(node_name=node, devices=_families(args),
                              hook_path=os.environ.get("HOOK_PATH") or args.hook_path,
@@ -311,6 +333,10 @@ def node_agent_main(args: argparse.Namespace) -> int:
                              **_core_settings(args, node))
         config.check()
         source = _source(args, node)
+        if legacy:  # --dra next to device-plugin families: distinct cards (--dra-cards)
+            from scheduler.commands.nodeagent_dra import split
+
+            source, dra_source = split(args, source, legacy)
         mig = _mig_source(args, source) if config.vgpu_mode == "mig" else None
         if args.metrics_address:
             from scheduler.devices.node.metrics import parse_address
@@ -366,7 +392,14 @@ def node_agent_main(args: argparse.Namespace) -> int:
         raise
     node_access = KubeNodeAccess(client)
     access.connect(node_access, host=client.host)
+    dra_agent = None
+    if dra_source is not None:
+        from scheduler.commands.nodeagent_dra import start_dra
+
+        dra_agent = start_dra(args, config=config, source=dra_source, client=client)
     agent.wait(stop, restart)
+    if dra_agent is not None:
+        dra_agent.stop()
     node_access.close()
     client.close()
     if interrupted.is_set():

@@ -72,7 +72,8 @@ from scheduler.devices.node.nodelock import NodeLocker, parse_lock
 from scheduler.devices.node.resources import FINEGRAINED, GPUSHARE, AgentConfig, Endpoint
 from scheduler.devices.node.runtime import container_env
 
-__all__ = ["AllocationError", "Allocator", "ContainerAnswer", "DeviceNode", "Mount"]
+__all__ = ["AllocationError", "Allocator", "ContainerAnswer", "DeviceNode", "Mount",
+           "hami_core_edits"]
 
 ALLOCATING = "allocating"
 NVIDIA_TYPE = "NVIDIA"
@@ -479,40 +480,11 @@ class Allocator:
                                    container=str(container.get("name", "")), devices=devices)
             except AllocationError as exc:
                 raise self._vgpu_fail(pod, str(exc)) from None
-        hami = self.config.devices.profile == "hami"
-        hook = self.config.vgpu_hook_path
-        config = self.config
-        profile = config.devices.profile
-        envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(d.uuid for d in devices)}
-        for i, device in enumerate(devices):
-            envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = memory_limit(
-                device.memory, profile=profile, gpu_memory_factor=config.gpu_memory_factor)
-        envs["CUDA_DEVICE_SM_LIMIT"] = str(devices[0].cores)
-        cache_root = f"{hook}/vgpu" if hami else "/tmp/vgpu"
-        envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = f"{cache_root}/{self.new_id()}.cache"
-        envs.update(hami_core_env(
-            profile=profile, device_memory_scaling=config.device_memory_scaling,
-            device_cores_scaling=config.device_cores_scaling,
-            disable_core_limit=config.disable_core_limit,
-            libcuda_log_level=config.libcuda_log_level, gpu_core_policy=config.gpu_core_policy,
-            container=container))
         name = str(container.get("name", ""))
-        cache_dir = f"{hook}/vgpu/containers/{_meta(pod).get('uid', '')}_{name}"
-        if self.config.prepare_host_dirs:
-            for path in (cache_dir, "/tmp/vgpulock"):
-                os.makedirs(path, mode=0o777, exist_ok=True)
-        if hami:
-            mounts = [Mount(f"{hook}/vgpu/libvgpu.so", f"{hook}/vgpu/libvgpu.so", True),
-                      Mount(f"{hook}/vgpu", cache_dir, False)]
-            preload = f"{hook}/vgpu/ld.so.preload"
-        else:
-            mounts = [Mount("/usr/local/vgpu/libvgpu.so", f"{hook}/libvgpu.so", True),
-                      Mount("/tmp/vgpu", cache_dir, False)]
-            preload = f"{hook}/ld.so.preload"
-        mounts.append(Mount("/tmp/vgpulock", "/tmp/vgpulock", False))
-        if not _disables_control(container, profile=profile):
-            mounts.append(Mount("/etc/ld.so.preload", preload, True))
-        return ContainerAnswer(envs=envs, mounts=tuple(mounts), pod=_key(pod), container=name)
+        envs, mounts = hami_core_edits(
+            self.config, devices, cache_id=self.new_id(),
+            cache_dir_name=f"{_meta(pod).get('uid', '')}_{name}", container=container)
+        return ContainerAnswer(envs=envs, mounts=mounts, pod=_key(pod), container=name)
 
     # -- fine-grained ---------------------------------------------------------------------
     def _finegrained(self, endpoint: Endpoint, count: int) -> ContainerAnswer:
@@ -596,6 +568,49 @@ class Allocator:
                 nodes.append(DeviceNode(path, path))
         return tuple(nodes)
 
+
+
+def hami_core_edits(config: AgentConfig, devices: Sequence[ContainerDevice], *, cache_id: str,
+                    cache_dir_name: str, container: Mapping[str, Any]
+                    ) -> tuple[dict[str, str], tuple[Mount, ...]]:
+    """The environment and mounts of a container whose ``devices`` (UUID, MiB, cores) are
+    shares enforced by HAMi-core: ``NVIDIA_VISIBLE_DEVICES``, ``CUDA_DEVICE_MEMORY_LIMIT_<i>``,
+    ``CUDA_DEVICE_SM_LIMIT``, the shared cache, the switches of :func:`hami_core_env`, the
+    library, its per-container cache directory (``<hook>/vgpu/containers/<cache_dir_name>``),
+    the lock directory and ``/etc/ld.so.preload``. Shared by the vGPU ``Allocate`` and DRA's
+    prepare of a shared GPU, so both give the same values."""
+    hami = config.devices.profile == "hami"
+    hook = config.vgpu_hook_path
+    profile = config.devices.profile
+    envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(d.uuid for d in devices)}
+    for i, device in enumerate(devices):
+        envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = memory_limit(
+            device.memory, profile=profile, gpu_memory_factor=config.gpu_memory_factor)
+    envs["CUDA_DEVICE_SM_LIMIT"] = str(devices[0].cores)
+    cache_root = f"{hook}/vgpu" if hami else "/tmp/vgpu"
+    envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = f"{cache_root}/{cache_id}.cache"
+    envs.update(hami_core_env(
+        profile=profile, device_memory_scaling=config.device_memory_scaling,
+        device_cores_scaling=config.device_cores_scaling,
+        disable_core_limit=config.disable_core_limit,
+        libcuda_log_level=config.libcuda_log_level, gpu_core_policy=config.gpu_core_policy,
+        container=container))
+    cache_dir = f"{hook}/vgpu/containers/{cache_dir_name}"
+    if config.prepare_host_dirs:
+        for path in (cache_dir, "/tmp/vgpulock"):
+            os.makedirs(path, mode=0o777, exist_ok=True)
+    if hami:
+        mounts = [Mount(f"{hook}/vgpu/libvgpu.so", f"{hook}/vgpu/libvgpu.so", True),
+                  Mount(f"{hook}/vgpu", cache_dir, False)]
+        preload = f"{hook}/vgpu/ld.so.preload"
+    else:
+        mounts = [Mount("/usr/local/vgpu/libvgpu.so", f"{hook}/libvgpu.so", True),
+                  Mount("/tmp/vgpu", cache_dir, False)]
+        preload = f"{hook}/ld.so.preload"
+    mounts.append(Mount("/tmp/vgpulock", "/tmp/vgpulock", False))
+    if not _disables_control(container, profile=profile):
+        mounts.append(Mount("/etc/ld.so.preload", preload, True))
+    return envs, tuple(mounts)
 
 def _annotated_containers(pod: Mapping[str, Any], entries: int, *, profile: str
                           ) -> list[Mapping[str, Any]]:
