@@ -173,3 +173,19 @@ def test_rbac_grants_what_the_publisher_uses() -> None:
                    if d["kind"] == "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"][0]["name"] == "lahar-node-agent"
+
+
+def test_a_server_without_the_field_selectors_gets_a_full_list_filtered_here(
+        served: tuple[ApiServerDouble, KubeClient]) -> None:
+    """resource.k8s.io served by CRDs (the e2e stand-ins on a 1.28 server) answers 400 to a
+    field selector on spec.nodeName; the built-in API has it (``ResourceSliceSelectorNodeName``
+    in k8s.io/api resource/v1/types.go)."""
+    double, kube = served
+    SlicePublisher(kube, node_name="dra-pub-2").sync(_inventory(1))
+    publisher = SlicePublisher(kube, node_name=NODE)
+    double.fail("GET", SLICES, 400)
+    assert publisher.sync(_inventory()) is True
+    assert [s["spec"]["nodeName"] for s in publisher.list_own()] == [NODE]
+    assert publisher.sync(_inventory()) is False
+    lists = [r.query for r in double.requests if r.method == "GET" and r.path == SLICES]
+    assert "fieldSelector" in lists[-4] and all("fieldSelector" not in q for q in lists[-3:])
