@@ -270,3 +270,20 @@ def test_cards_are_named_by_minor_as_nvidias_driver_names_them() -> None:
     found = device_for_name(swapped, "gpu-4")
     assert found is not None and found.gpu == swapped.gpus[1]
     assert device_for_name(swapped, "gpu-0") is None
+
+
+def test_in_the_shared_mode_a_whole_gpu_claim_keeps_the_card_and_mig_cards_are_not_shared() -> None:
+    """A request of the whole class names no capacity, so it consumes the policy's defaults:
+    all the memory and all 100 cores, leaving no share (``default`` in CapacityRequestPolicy,
+    k8s.io/api resource/v1/types.go)."""
+    inv = _inventory(1, memory=16 * GIB)
+    slices = _slices(inv, mode="shared")
+    (whole,) = _allocate([_claim("w", _req("g", "gpu.lahar.dev"))], slices)
+    state = AllocatedState()
+    state.add(whole)
+    with pytest.raises(Unschedulable):
+        _allocate([_claim("s", _req("s", "shared-gpu.lahar.dev", capacity={
+            "memory": "1Gi", "cores": "1"}))], slices, state=state)
+    mig = mig_layout(FakeMig(parse_fake_mig("1g.10gb:1")), inv)
+    (card, _) = [device_wire(d, mode="shared", mig=mig) for d in dra_devices(inv, mig)]
+    assert "allowMultipleAllocations" not in card and "consumesCounters" in card
