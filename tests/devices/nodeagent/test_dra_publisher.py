@@ -189,3 +189,30 @@ def test_a_server_without_the_field_selectors_gets_a_full_list_filtered_here(
     assert publisher.sync(_inventory()) is False
     lists = [r.query for r in double.requests if r.method == "GET" and r.path == SLICES]
     assert "fieldSelector" in lists[-4] and all("fieldSelector" not in q for q in lists[-3:])
+
+
+def test_the_dra_daemonset_mounts_what_its_flags_name_and_uses_the_bound_account() -> None:
+    """conf/deploy/dra/30-daemonset.yaml: every directory flag is a host mount, and the pod
+    runs as the account 20-rbac.yaml binds. The args are parsed by ``lahar node-agent``."""
+    from scheduler.commands.cli import build_parser
+
+    daemonset = yaml.safe_load(RBAC.with_name("30-daemonset.yaml").read_text())
+    pod = daemonset["spec"]["template"]["spec"]
+    binding = next(d for d in yaml.safe_load_all(RBAC.read_text())
+                   if d["kind"] == "ClusterRoleBinding")
+    assert pod["serviceAccountName"] == binding["subjects"][0]["name"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert args[:2] == ["node-agent", "--dra"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    dirs = {a.split("=", 1)[1] for a in args if a.startswith(("--kubelet-plugins", "--cdi-root"))}
+    assert dirs == {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins",
+                    "/var/run/cdi"} and dirs <= mounts
+    host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+    assert {host[m["name"]] for m in container["volumeMounts"]
+            if m["mountPath"] in dirs} == dirs
+    try:
+        parsed = build_parser().parse_args(args)
+    except SystemExit:  # pragma: no cover - the CLI without the DRA driver's flags
+        pytest.skip("this lahar node-agent has no --dra flags")
+    assert parsed.dra and parsed.driver_name == DEFAULT_DRIVER
