@@ -216,3 +216,18 @@ def test_the_dra_daemonset_mounts_what_its_flags_name_and_uses_the_bound_account
     except SystemExit:  # pragma: no cover - the CLI without the DRA driver's flags
         pytest.skip("this lahar node-agent has no --dra flags")
     assert parsed.dra and parsed.driver_name == DEFAULT_DRIVER
+
+
+def test_a_taint_stamped_by_the_server_is_not_a_change(
+        served: tuple[ApiServerDouble, KubeClient]) -> None:
+    """The API server sets ``timeAdded`` on a device taint that has none (DeviceTaint in
+    k8s.io/api resource/v1/types.go); the next sync must not see that as a change."""
+    _, kube = served
+    publisher = SlicePublisher(kube, node_name=NODE, device_taints=True)
+    inv = _inventory()
+    sick = replace(inv, gpus=(replace(inv.gpus[0], healthy=False), inv.gpus[1]))
+    publisher.sync(sick)
+    (stored,) = _slices(kube)
+    stored["spec"]["devices"][0]["taints"][0]["timeAdded"] = "2026-11-28T23:00:00Z"
+    kube.request_json("PUT", f"{SLICES}/{stored['metadata']['name']}", body=stored)
+    assert publisher.sync(sick) is False and publisher.generation == 1

@@ -50,6 +50,10 @@ def _without_generation(obj: dict[str, Any]) -> tuple[str, Any, Any]:
     for key in ("devices", "sharedCounters"):
         if not spec.get(key):
             spec.pop(key, None)
+    if spec.get("devices"):  # the server stamps a taint's timeAdded
+        spec["devices"] = [{**d, "taints": [{k: v for k, v in t.items() if k != "timeAdded"}
+                                            for t in d["taints"]]} if d.get("taints") else d
+                           for d in spec["devices"]]
     meta = obj.get("metadata") or {}
     owners = [(o.get("kind"), o.get("name"), o.get("uid"))
               for o in meta.get("ownerReferences") or []]
