@@ -173,3 +173,61 @@ def test_rbac_grants_what_the_publisher_uses() -> None:
                    if d["kind"] == "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"][0]["name"] == "lahar-node-agent"
+
+
+def test_a_server_without_the_field_selectors_gets_a_full_list_filtered_here(
+        served: tuple[ApiServerDouble, KubeClient]) -> None:
+    """resource.k8s.io served by CRDs (the e2e stand-ins on a 1.28 server) answers 400 to a
+    field selector on spec.nodeName; the built-in API has it (``ResourceSliceSelectorNodeName``
+    in k8s.io/api resource/v1/types.go)."""
+    double, kube = served
+    SlicePublisher(kube, node_name="dra-pub-2").sync(_inventory(1))
+    publisher = SlicePublisher(kube, node_name=NODE)
+    double.fail("GET", SLICES, 400)
+    assert publisher.sync(_inventory()) is True
+    assert [s["spec"]["nodeName"] for s in publisher.list_own()] == [NODE]
+    assert publisher.sync(_inventory()) is False
+    lists = [r.query for r in double.requests if r.method == "GET" and r.path == SLICES]
+    assert "fieldSelector" in lists[-4] and all("fieldSelector" not in q for q in lists[-3:])
+
+
+def test_the_dra_daemonset_mounts_what_its_flags_name_and_uses_the_bound_account() -> None:
+    """conf/deploy/dra/30-daemonset.yaml: every directory flag is a host mount, and the pod
+    runs as the account 20-rbac.yaml binds. The args are parsed by ``lahar node-agent``."""
+    from scheduler.commands.cli import build_parser
+
+    daemonset = yaml.safe_load(RBAC.with_name("30-daemonset.yaml").read_text())
+    pod = daemonset["spec"]["template"]["spec"]
+    binding = next(d for d in yaml.safe_load_all(RBAC.read_text())
+                   if d["kind"] == "ClusterRoleBinding")
+    assert pod["serviceAccountName"] == binding["subjects"][0]["name"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert args[:2] == ["node-agent", "--dra"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    dirs = {a.split("=", 1)[1] for a in args if a.startswith(("--kubelet-plugins", "--cdi-root"))}
+    assert dirs == {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins",
+                    "/var/run/cdi"} and dirs <= mounts
+    host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+    assert {host[m["name"]] for m in container["volumeMounts"]
+            if m["mountPath"] in dirs} == dirs
+    try:
+        parsed = build_parser().parse_args(args)
+    except SystemExit:  # pragma: no cover - the CLI without the DRA driver's flags
+        pytest.skip("this lahar node-agent has no --dra flags")
+    assert parsed.dra and parsed.driver_name == DEFAULT_DRIVER
+
+
+def test_a_taint_stamped_by_the_server_is_not_a_change(
+        served: tuple[ApiServerDouble, KubeClient]) -> None:
+    """The API server sets ``timeAdded`` on a device taint that has none (DeviceTaint in
+    k8s.io/api resource/v1/types.go); the next sync must not see that as a change."""
+    _, kube = served
+    publisher = SlicePublisher(kube, node_name=NODE, device_taints=True)
+    inv = _inventory()
+    sick = replace(inv, gpus=(replace(inv.gpus[0], healthy=False), inv.gpus[1]))
+    publisher.sync(sick)
+    (stored,) = _slices(kube)
+    stored["spec"]["devices"][0]["taints"][0]["timeAdded"] = "2026-11-28T23:00:00Z"
+    kube.request_json("PUT", f"{SLICES}/{stored['metadata']['name']}", body=stored)
+    assert publisher.sync(sick) is False and publisher.generation == 1

@@ -131,12 +131,12 @@ def test_a_gpu_carries_nvidias_attributes_and_hamis_capacity() -> None:
     assert attrs["cudaComputeCapability"] == {"version": "8.0.0"}
     assert attrs["driverVersion"] == {"version": "535.104.5"}
     assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
-    assert wire["capacity"] == {"memory": {"value": "81920Mi"}, "cores": {"value": "100"}}
+    assert wire["capacity"] == {"memory": {"value": "80Gi"}, "cores": {"value": "100"}}
     assert "allowMultipleAllocations" not in wire
     shared = device_wire(gpu, mode="shared", driver_version=inv.driver)
     assert shared["allowMultipleAllocations"] is True
     assert shared["capacity"]["memory"]["requestPolicy"] == {
-        "default": "81920Mi", "validRange": {"min": "1Mi", "max": "81920Mi", "step": "1Mi"}}
+        "default": "80Gi", "validRange": {"min": "1Mi", "max": "80Gi", "step": "1Mi"}}
     assert shared["capacity"]["cores"]["requestPolicy"]["validRange"]["step"] == "1"
     with pytest.raises(ValueError, match="DRA mode 'mps'"):
         device_wire(gpu, mode="mps")
@@ -205,7 +205,7 @@ def test_mig_instances_are_partitionable_and_exclude_the_whole_card() -> None:
     assert [list(s["spec"]) for s in raw] == [
         ["driver", "nodeName", "pool", "sharedCounters"], ["driver", "nodeName", "pool", "devices"]]
     assert raw[0]["spec"]["sharedCounters"] == [{"name": "gpu-0-counters", "counters": {
-        "memory": {"value": "81920Mi"}, "compute-slices": {"value": "7"}}}]
+        "memory": {"value": "80Gi"}, "compute-slices": {"value": "7"}}}]
     slices = [resource_slice_from_dict(s) for s in raw]
     (result,) = _allocate([_claim("c", _req("m", "mig.lahar.dev", count=2,
                                             selector="device.attributes['gpu.lahar.dev']"
@@ -270,3 +270,30 @@ def test_cards_are_named_by_minor_as_nvidias_driver_names_them() -> None:
     found = device_for_name(swapped, "gpu-4")
     assert found is not None and found.gpu == swapped.gpus[1]
     assert device_for_name(swapped, "gpu-0") is None
+
+
+def test_in_the_shared_mode_a_whole_gpu_claim_keeps_the_card_and_mig_cards_are_not_shared() -> None:
+    """A request of the whole class names no capacity, so it consumes the policy's defaults:
+    all the memory and all 100 cores, leaving no share (``default`` in CapacityRequestPolicy,
+    k8s.io/api resource/v1/types.go)."""
+    inv = _inventory(1, memory=16 * GIB)
+    slices = _slices(inv, mode="shared")
+    (whole,) = _allocate([_claim("w", _req("g", "gpu.lahar.dev"))], slices)
+    state = AllocatedState()
+    state.add(whole)
+    with pytest.raises(Unschedulable):
+        _allocate([_claim("s", _req("s", "shared-gpu.lahar.dev", capacity={
+            "memory": "1Gi", "cores": "1"}))], slices, state=state)
+    mig = mig_layout(FakeMig(parse_fake_mig("1g.10gb:1")), inv)
+    (card, _) = [device_wire(d, mode="shared", mig=mig) for d in dra_devices(inv, mig)]
+    assert "allowMultipleAllocations" not in card and "consumesCounters" in card
+
+
+def test_memory_is_published_in_the_api_servers_canonical_form() -> None:
+    """The API server writes a quantity back canonically (``Quantity.String`` in
+    k8s.io/apimachinery/pkg/api/resource: the largest exact binary suffix), so the publisher's
+    compare of re-read and rebuilt slices only holds if they are built that way."""
+    from scheduler.devices.node.dra.devices import mib_quantity
+
+    assert [mib_quantity(m) for m in (81920, 9728, 1024, 16384 * 1024, 1, 0)] == [
+        "80Gi", "9728Mi", "1Gi", "16Ti", "1Mi", "0"]

@@ -51,6 +51,7 @@ __all__ = [
     "device_wire",
     "dra_devices",
     "gpu_facts",
+    "mib_quantity",
     "mig_layout",
     "semver",
 ]
@@ -219,6 +220,19 @@ def _gpu_attributes(gpu: Gpu, driver_version: str) -> dict[str, Any]:
     return attrs
 
 
+def mib_quantity(mib: int) -> str:
+    """MiB as the API server writes the quantity back (canonical binary form: ``81920`` →
+    ``80Gi``, ``9728`` → ``9728Mi``), so a re-read slice compares equal to a rebuilt one."""
+    if mib <= 0:
+        return "0"
+    suffixes = ("Mi", "Gi", "Ti", "Pi", "Ei")
+    step = 0
+    while step < len(suffixes) - 1 and mib % 1024 == 0:
+        mib //= 1024
+        step += 1
+    return f"{mib}{suffixes[step]}"
+
+
 def _compute_slices(profile: str) -> int:
     match = _PROFILE_G.match(profile)
     return int(match[1]) if match else 1
@@ -237,7 +251,7 @@ def _mig_totals(gpu: Gpu, instances: Sequence[MigInstance | None]) -> tuple[int,
 
 
 def _counters(memory_mib: int, slices: int) -> dict[str, Any]:
-    return {"memory": {"value": f"{memory_mib}Mi"}, "compute-slices": {"value": str(slices)}}
+    return {"memory": {"value": mib_quantity(memory_mib)}, "compute-slices": {"value": str(slices)}}
 
 
 def counter_sets(inventory: Inventory, mig: MigLayout | None = None) -> list[dict[str, Any]]:
@@ -269,11 +283,11 @@ def device_wire(device: DraDevice, *, mode: str, driver_version: str = "",
         attrs["parentUUID"] = {"string": gpu.uuid}
         attrs["profile"] = {"string": device.mig.profile}
         attrs["migIndex"] = {"int": device.mig_position}
-        out["capacity"] = {"memory": {"value": f"{device.mig.memory}Mi"}}
+        out["capacity"] = {"memory": {"value": mib_quantity(device.mig.memory)}}
         out["consumesCounters"] = [{"counterSet": counter_set_name(gpu), "counters": _counters(
             device.mig.memory, _compute_slices(device.mig.profile))}]
         return out
-    memory = f"{gpu.memory_mib}Mi"
+    memory = mib_quantity(gpu.memory_mib)
     if partitioned:
         out["capacity"] = {"memory": {"value": memory}, "cores": {"value": str(CORES)}}
         out["consumesCounters"] = [{"counterSet": counter_set_name(gpu),

@@ -50,6 +50,10 @@ def _without_generation(obj: dict[str, Any]) -> tuple[str, Any, Any]:
     for key in ("devices", "sharedCounters"):
         if not spec.get(key):
             spec.pop(key, None)
+    if spec.get("devices"):  # the server stamps a taint's timeAdded
+        spec["devices"] = [{**d, "taints": [{k: v for k, v in t.items() if k != "timeAdded"}
+                                            for t in d["taints"]]} if d.get("taints") else d
+                           for d in spec["devices"]]
     meta = obj.get("metadata") or {}
     owners = [(o.get("kind"), o.get("name"), o.get("uid"))
               for o in meta.get("ownerReferences") or []]
@@ -76,20 +80,25 @@ class SlicePublisher:
         self._unhealthy: set[str] = set()
         self._last: tuple[Inventory, MigLayout | None] | None = None
         self._lock = threading.Lock()
+        self._unselectable = False
 
     # -- API -----------------------------------------------------------------------------
     def _path(self, name: str = "") -> str:
         return object_path(RESOURCE_API, "resourceslices", name=name)
 
     def list_own(self) -> list[dict[str, Any]]:
-        """This node's slices of this driver as the server has them."""
+        """This node's slices of this driver as the server has them. A server that refuses
+        the field selector (400: ``resource.k8s.io`` served by CRDs, which select on
+        metadata only) is asked for every slice from then on, filtered here."""
+        query = {} if self._unselectable else {
+            "fieldSelector": f"spec.nodeName={self.node_name},spec.driver={self.driver}"}
         try:
-            found = self.client.request_json("GET", self._path(), query={
-                "fieldSelector": f"spec.nodeName={self.node_name},spec.driver={self.driver}"})
-        except ApiError as exc:  # a server without these field labels (CRDs): filter here
-            if exc.status != 400:
+            found = self.client.request_json("GET", self._path(), query=query)
+        except ApiError as exc:
+            if exc.status != 400 or self._unselectable:
                 raise
-            found = self.client.request_json("GET", self._path())
+            self._unselectable = True
+            return self.list_own()
         return [s for s in found.get("items") or []
                 if (s.get("spec") or {}).get("nodeName") == self.node_name
                 and (s.get("spec") or {}).get("driver") == self.driver]
