@@ -62,6 +62,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -187,7 +188,7 @@ def gang_pods(cluster: Cluster, namespace: str, scheduler: str, run_id: str,
     rng = random.Random(args.seed)
     low, high = args.gang_range
     pods: list[str] = []
-    calls = []
+    calls: list[Callable[[], None]] = []
     group = 0
     while len(pods) < args.pods:
         size = min(rng.randint(low, high), args.pods - len(pods))

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def populate(poster: Poster, *, namespace: str, scheduler: str, run_id: str,
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
     groups_path = f"/apis/{'/'.join(VOLCANO)}/namespaces/{namespace}/podgroups"
     in_parallel(8, [partial(poster.post, "/api/v1/nodes", node_body(n, run_id)) for n in nodes])
-    calls = []
+    calls: list[Callable[[], None]] = []
     index = 0
     for g in range(groups):
         size = running // groups + (1 if g < running % groups else 0)
@@ -113,7 +114,7 @@ def pending_pods(poster: Poster, *, namespace: str, scheduler: str, run_id: str,
     pods_path = f"/api/v1/namespaces/{namespace}/pods"
     groups_path = f"/apis/{'/'.join(VOLCANO)}/namespaces/{namespace}/podgroups"
     names: list[str] = []
-    calls = []
+    calls: list[Callable[[], None]] = []
     group = 0
     while len(names) < count:
         members = min(size, count - len(names))
