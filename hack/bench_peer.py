@@ -33,6 +33,14 @@ are absent where the server's ``/metrics`` cannot be read.
 
 The project is byte-compiled before the first start, as an installed wheel is.
 
+``--gangs 8-64``: Lahar alone (kube-scheduler has no gangs), its pods in PodGroups of a random
+size in that range (``minMember`` = size) under the default conf; ``raw_bind_8_threads`` is
+measured first on the same server (``--baseline-binds`` direct binds from eight threads) and
+``lahar_ratio_to_8_threads`` = Lahar's pods/s over it. ``--private`` starts a control plane of
+its own for the run (``privk8s.py``: etcd and kube-apiserver on other ports, data in a
+temporary folder) instead of ``--kubeconfig``, so that thousands of Nodes load no shared
+server. ``--peer-qps``/``--peer-burst`` set kube-scheduler's ``clientConnection``.
+
 Prints one JSON object with those keys, ``all_bound_ratio`` and ``pods_per_second_ratio``
 (lahar / kube-scheduler), Lahar's peak RSS, the CPU model and the order of the run.
 """
@@ -44,6 +52,7 @@ import contextlib
 import datetime
 import json
 import os
+import random
 import shlex
 import signal
 import statistics
@@ -53,6 +62,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -65,6 +75,7 @@ from apiwrites import server_writes  # noqa: E402
 from bench_e2e import (  # noqa: E402
     ROOT,
     RUN_LABEL,
+    TAINT,
     Cluster,
     KubeClient,
     api_server,
@@ -77,6 +88,7 @@ from bench_e2e import (  # noqa: E402
     undecoded,
     watch_binds,
 )
+from privk8s import private_server  # noqa: E402
 from unwind import unwind_on_sigterm  # noqa: E402
 
 SCHEDULERS = ("lahar", "kube-scheduler")
@@ -100,6 +112,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--arrival-seconds", type=float, default=30.0)
     parser.add_argument("--warmup-binds", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--private", action="store_true",
+                        help="start a private etcd + kube-apiserver for the run")
+    parser.add_argument("--gangs", default="",
+                        help="MIN-MAX: Lahar alone, pods in PodGroups of MIN..MAX members")
+    parser.add_argument("--baseline-binds", type=int, default=1000)
+    parser.add_argument("--peer-qps", type=int, default=5000)
+    parser.add_argument("--peer-burst", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("extra", nargs="*", help="more `lahar run` flags (after --)")
     parser.add_argument("--lahar-wrap", default="",
                         help="a command to run `lahar run` under, e.g. "
@@ -113,6 +133,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if "kube-scheduler" in order and (args.peer is None or args.peer[0] != "kube-scheduler"):
         parser.error("kube-scheduler in --order needs --peer kube-scheduler PATH")
     args.order = order
+    if args.gangs:
+        low, _, high = args.gangs.partition("-")
+        args.gang_range = (int(low), int(high or low))
+        if args.order != ["lahar"]:
+            parser.error("--gangs runs Lahar alone: give --order lahar")
     return args
 
 
@@ -136,8 +161,58 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def plain_pod(cluster: Cluster, namespace: str, name: str, scheduler: str, run_id: str) -> None:
-    cluster.create_pod(namespace, name, scheduler=scheduler, group="", run_id=run_id)
+class Poster:
+    """Creates objects from threads, each with its own kept-alive light client (the official
+    client's per-request CPU would make populating thousands of objects the longest step)."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+        self._local = threading.local()
+
+    def post(self, path: str, body: dict[str, Any]) -> None:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = KubeClient.from_flags(kubeconfig=self.kubeconfig, qps=0)
+            self._local.client = client
+        client.request_json("POST", path, body=body)
+
+
+def plain_pod(poster: Poster, namespace: str, name: str, scheduler: str, run_id: str) -> None:
+    poster.post(f"/api/v1/namespaces/{namespace}/pods",
+                pod_manifest(namespace, name, scheduler=scheduler, group="", run_id=run_id))
+
+
+def gang_pods(cluster: Cluster, namespace: str, scheduler: str, run_id: str,
+              args: argparse.Namespace) -> list[str]:
+    """``args.pods`` pods in PodGroups of ``args.gang_range`` members (minMember = size)."""
+    rng = random.Random(args.seed)
+    low, high = args.gang_range
+    pods: list[str] = []
+    calls: list[Callable[[], None]] = []
+    group = 0
+    while len(pods) < args.pods:
+        size = min(rng.randint(low, high), args.pods - len(pods))
+        name = f"pg-{group:05d}"
+        calls.append(partial(cluster.create_podgroup, namespace, name, size))
+        for member in range(size):
+            pod = f"{name}-{member:02d}"
+            pods.append(pod)
+            calls.append(partial(cluster.create_pod, namespace, pod, scheduler=scheduler,
+                                 group=name, run_id=run_id))
+        group += 1
+    in_parallel(8, calls)
+    return pods
+
+
+def node_body(name: str, run_id: str) -> dict[str, Any]:
+    """A fake Node of 64 CPU / 256Gi / 110 pods, labelled and tainted for this run."""
+    resources = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {RUN_LABEL: run_id,
+                                                  "kubernetes.io/hostname": name}},
+            "spec": {"taints": [TAINT]},
+            "status": {"capacity": resources, "allocatable": resources,
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "Fake"}]}}
 
 
 def start_lahar(kubeconfig: str, scheduler: str, run_id: str, period: str,
@@ -169,11 +244,12 @@ def stop_group(process: subprocess.Popen[bytes], *, wrapped: bool) -> None:
 
 
 def start_kube_scheduler(binary: str, kubeconfig: str, scheduler: str, workdir: Path,
-                         log: int) -> subprocess.Popen[bytes]:
+                         log: int, *, qps: int = 5000,
+                         burst: int = 5000) -> subprocess.Popen[bytes]:
     config = workdir / f"{scheduler}.yaml"
     config.write_text(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-        f"clientConnection: {{kubeconfig: {kubeconfig}, qps: 5000, burst: 5000}}\n"
+        f"clientConnection: {{kubeconfig: {kubeconfig}, qps: {qps}, burst: {burst}}}\n"
         "leaderElection: {leaderElect: false}\n"
         f"profiles:\n- schedulerName: {scheduler}\n")
     return subprocess.Popen([binary, "--config", str(config), "--secure-port", "0"],
@@ -261,8 +337,13 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
     scheduler = f"{name}-{run_id}"
     undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": namespace}})
-    pods = [f"p-{i:06d}" for i in range(args.pods)]
-    in_parallel(8, [partial(plain_pod, cluster, namespace, p, scheduler, run_id) for p in pods])
+    if args.gangs:
+        pods = gang_pods(cluster, namespace, scheduler, run_id, args)
+    else:
+        pods = [f"p-{i:06d}" for i in range(args.pods)]
+        poster = Poster(kubeconfig)
+        in_parallel(8, [partial(plain_pod, poster, namespace, p, scheduler, run_id)
+                        for p in pods])
     log_path = str(workdir / f"{name}.log")
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     started_wall = time.time()
@@ -271,7 +352,8 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
         process = start_lahar(kubeconfig, scheduler, run_id, args.schedule_period, log,
                               args.extra, args.lahar_wrap)
     else:
-        process = start_kube_scheduler(args.peer[1], kubeconfig, scheduler, workdir, log)
+        process = start_kube_scheduler(args.peer[1], kubeconfig, scheduler, workdir, log,
+                                       qps=args.peer_qps, burst=args.peer_burst)
     os.close(log)
     result: dict[str, Any] = {}
     key = name.replace("-", "_")
@@ -314,8 +396,8 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
                 result[f"{key}_arrival_server_writes"] = dict(sorted(served.items()))
                 result[f"{key}_arrival_writes_per_pod"] = round(
                     (served.total() - created) / created, 2)
+        result[f"{key}_peak_rss_mb"] = peak_rss_mb(process.pid)
         if name == "lahar":
-            result["lahar_peak_rss_mb"] = peak_rss_mb(process.pid)
             sync = lahar_sync_seconds(log_path, started_wall)
             result["lahar_sync_s"] = None if sync is None else round(sync, 3)
             if sync is not None:
@@ -326,7 +408,8 @@ def one_scheduler(name: str, args: argparse.Namespace, cluster: Cluster, kubecon
         else:
             process.terminate()
             process.wait(30)
-        cluster.remove(namespace, [])
+        if not args.private:  # a private server is thrown away whole
+            cluster.remove(namespace, [])
     return result
 
 
@@ -337,7 +420,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               "cpu": cpu_model(), "schedule_period": args.schedule_period,
                               "lahar_run_flags": args.extra}
     precompile()
-    with api_server(args.kubeconfig) as kubeconfig, \
+    server = private_server() if args.private else api_server(args.kubeconfig)
+    with server as kubeconfig, \
             tempfile.TemporaryDirectory(prefix="lahar-peer-") as work:
         cluster = Cluster(kubeconfig)
         cluster.ensure_crds()
@@ -345,17 +429,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         undecoded(cluster.core.create_namespace, {"apiVersion": "v1", "kind": "Namespace",
                                                   "metadata": {"name": warm}})
         try:
-            in_parallel(8, [partial(cluster.create_node, n, run_id) for n in nodes])
+            poster = Poster(kubeconfig)
+            in_parallel(8, [partial(poster.post, "/api/v1/nodes", node_body(n, run_id))
+                            for n in nodes])
             if args.warmup_binds > 0:
                 raw_bind_rate(cluster, namespace=warm, nodes=nodes, count=args.warmup_binds,
                               threads=8, run_id=run_id, tag="w")
-            cluster.remove(warm, [])
+            if args.gangs:
+                result["raw_bind_8_threads"] = round(raw_bind_rate(
+                    cluster, namespace=warm, nodes=nodes, count=args.baseline_binds,
+                    threads=8, run_id=run_id, tag="b"), 1)
+            if not args.private:
+                cluster.remove(warm, [])
             logs = Path(args.logs or work)
             logs.mkdir(parents=True, exist_ok=True)
             for name in args.order:
                 result.update(one_scheduler(name, args, cluster, kubeconfig, run_id, logs))
         finally:
-            cluster.remove(warm, nodes)
+            if not args.private:
+                cluster.remove(warm, nodes)
     lahar, peer = result.get("lahar_all_bound_s"), result.get("kube_scheduler_all_bound_s")
     if lahar and peer:
         result["all_bound_ratio"] = round(lahar / peer, 3)
@@ -363,6 +455,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    result.get("kube_scheduler_pods_per_second"))
     if lahar and peer:
         result["pods_per_second_ratio"] = round(lahar / peer, 3)
+    if lahar and result.get("raw_bind_8_threads"):
+        result["lahar_ratio_to_8_threads"] = round(lahar / result["raw_bind_8_threads"], 3)
     return result
 
 

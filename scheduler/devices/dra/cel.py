@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import total_ordering
+from functools import cache, total_ordering
 from typing import Any
 
 import celpy
@@ -165,7 +165,14 @@ FUNCTIONS: dict[str, Any] = {
     "patch": _part("patch"),
 }
 
-_ENV = celpy.Environment()
+
+
+@cache
+def _environment() -> celpy.Environment:
+    """The CEL environment, built on the first compile: building it constructs cel-python's
+    LALR parser (about a second of CPU), which ``lahar run`` need not pay at start-up when no
+    DRA selector is ever evaluated (importing this module is on the ``--feature-gates`` path)."""
+    return celpy.Environment()
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +219,9 @@ def compile_selector(expression: str) -> CompiledSelector:
         return cached
     _COMPILES[0] += 1
     try:
-        ast = _ENV.compile(expression)
-        compiled = CompiledSelector(expression, _ENV.program(ast, functions=FUNCTIONS))
+        env = _environment()
+        ast = env.compile(expression)
+        compiled = CompiledSelector(expression, env.program(ast, functions=FUNCTIONS))
     except celpy.CELParseError as exc:
         compiled = CompiledSelector(expression, None, error=" ".join(str(exc).split()))
     except Exception as exc:
