@@ -42,3 +42,17 @@ def test_a_selector_still_compiles_on_first_use() -> None:
     device = celtypes.MapType({celtypes.StringType("driver"):
                                celtypes.StringType("gpu.example.com")})
     assert compiled.matches({"device": device}) is True
+
+
+def test_cel_python_is_loaded_at_the_first_selector_not_at_import() -> None:
+    code = (
+        "import sys\n"
+        "import scheduler.framework.draapi\n"
+        "from scheduler.devices.dra import cel\n"
+        "before = 'celpy' in sys.modules\n"
+        "ok = cel.compile_selector('device.driver == \"x\"').error == ''\n"
+        "print(before, ok, 'celpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True", "True"]

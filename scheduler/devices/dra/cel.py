@@ -14,15 +14,14 @@ compiling (e.g. an undeclared name) shows here as a runtime error of the first d
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache, total_ordering
+from functools import total_ordering
 from typing import Any
-
-import celpy
-from celpy import celtypes
 
 from scheduler.api.resource import QuantityError, parse_quantity
 from scheduler.devices.dra.model import Device, DeviceAttribute
@@ -35,6 +34,32 @@ __all__ = [
     "device_activation",
     "device_matches",
 ]
+
+
+class _OnFirstUse:
+    """Stands for the module ``celpy`` or ``celpy.celtypes`` until an attribute is asked
+    for, then loads cel-python and puts the real modules in its place: importing cel-python and
+    its parser costs a fifth of a second, which a scheduler with no DRA objects should not pay.
+    """
+
+    __slots__ = ("_attribute",)
+
+    def __init__(self, attribute: str) -> None:
+        self._attribute = attribute
+
+    def __getattr__(self, name: str) -> Any:
+        _load()
+        return getattr(globals()[self._attribute], name)
+
+
+celpy: Any = _OnFirstUse("celpy")
+celtypes: Any = _OnFirstUse("celtypes")
+
+
+def _load() -> None:
+    global celpy, celtypes
+    celpy = importlib.import_module("celpy")
+    celtypes = importlib.import_module("celpy.celtypes")
 
 
 class CELError(Exception):
@@ -167,11 +192,10 @@ FUNCTIONS: dict[str, Any] = {
 
 
 
-@cache
-def _environment() -> celpy.Environment:
-    """The CEL environment, built on the first compile: building it constructs cel-python's
-    LALR parser (about a second of CPU), which ``lahar run`` need not pay at start-up when no
-    DRA selector is ever evaluated (importing this module is on the ``--feature-gates`` path)."""
+@functools.cache
+def _env() -> Any:
+    """The CEL environment, made on the first compile: building its parser costs a third of a
+    second, which a scheduler start with no DRA objects should not pay."""
     return celpy.Environment()
 
 
@@ -219,7 +243,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         return cached
     _COMPILES[0] += 1
     try:
-        env = _environment()
+        env = _env()
         ast = env.compile(expression)
         compiled = CompiledSelector(expression, env.program(ast, functions=FUNCTIONS))
     except celpy.CELParseError as exc:
@@ -232,14 +256,19 @@ def compile_selector(expression: str) -> CompiledSelector:
     return compiled
 
 
-class _DomainMap(celtypes.MapType):
-    """Attributes or capacity by domain: an unknown domain is an empty map, as in Kubernetes."""
+@functools.cache
+def _domain_map() -> Any:
+    """The map type of attributes or capacity by domain: an unknown domain is an empty map, as
+    in Kubernetes (made on first use, as it derives from a cel-python type)."""
 
-    def __getitem__(self, key: Any) -> Any:
-        try:
-            return super().__getitem__(key)
-        except KeyError:
-            return celtypes.MapType({})
+    class DomainMap(celtypes.MapType):
+        def __getitem__(self, key: Any) -> Any:
+            try:
+                return super().__getitem__(key)
+            except KeyError:
+                return celtypes.MapType({})
+
+    return DomainMap
 
 
 def _attribute(attr: DeviceAttribute, list_types: bool) -> Any:
@@ -280,10 +309,10 @@ def device_activation(device: Device, driver: str, *, list_types: bool = False) 
         "device": celtypes.MapType(
             {
                 celtypes.StringType("driver"): celtypes.StringType(driver),
-                celtypes.StringType("attributes"): _DomainMap(
+                celtypes.StringType("attributes"): _domain_map()(
                     {k: celtypes.MapType(v) for k, v in attributes.items()}
                 ),
-                celtypes.StringType("capacity"): _DomainMap(
+                celtypes.StringType("capacity"): _domain_map()(
                     {k: celtypes.MapType(v) for k, v in capacity.items()}
                 ),
                 celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(
