@@ -51,6 +51,9 @@ Reported: ``idle_cycle_seconds`` (median of ``--repeat`` such cycles, writes inc
 warm-up cycle (``warmup_cycle_seconds``), the jobs settled in the last cycle
 (``settled_jobs``), the part spent taking the snapshot and opening the session
 (``open_seconds``), the cycle's CPU time (``idle_cycle_cpu_seconds``) and peak RSS.
+
+``--restart-snapshot``: the cluster of ``--idle-cycle``, then a restart: a new cache synced from
+every object and its first, full snapshot cycle timed (``hack/bench_restart_snapshot.py``).
 """
 
 from __future__ import annotations
@@ -535,12 +538,21 @@ def main() -> int:
     parser.add_argument(
         "--idle-cycle", action="store_true",
         help="--pods running pods on --nodes nodes; time a cycle with --pending new pods")
+    parser.add_argument(
+        "--restart-snapshot", action="store_true",
+        help="--pods running pods on --nodes nodes; time a restart's cache sync and first "
+        "(full) snapshot cycle (hack/bench_restart_snapshot.py)")
     parser.add_argument("--pending", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3,
                         help="--idle-cycle: cycles run before the timed ones")
     args = parser.parse_args()
-    if args.idle_cycle:
+    if args.restart_snapshot:
+        from hack.bench_restart_snapshot import run_restart
+
+        result = run_restart(args.nodes, args.pods, args.seed, build=idle_cluster,
+                             warmup=args.warmup)
+    elif args.idle_cycle:
         result = run_idle(args.nodes, args.pods, args.seed, pending=args.pending,
                           repeat=args.repeat, warmup=args.warmup)
     elif args.scenario == "dra":
