@@ -19,8 +19,15 @@ out: their jobs are invalid (the PodGroup's condition and the pods' name the que
 cycle), each such Queue gets one Warning event, and every other queue is scheduled as if they
 did not exist. Volcano stops the whole plugin for these instead; Lahar still does for a job in
 a queue with children, as Volcano does, logged naming the queue. Volcano's
-``plugins/capacity/capacity.go`` is the reference; its DRA device-class quotas and
-queue-admission scheduling gates are not implemented.
+``plugins/capacity/capacity.go`` is the reference; its queue-admission scheduling gates are not
+implemented.
+
+DRA quota (:mod:`scheduler.framework.draquota`): a queue's lists may name
+``deviceclass/<class>`` and ``<dimension>.deviceclass/<class>``; a task whose claims would take
+its queue (or an ancestor) past such a capability is not allocatable, and a job whose minimum
+claims would is not enqueued (``capacity.DynamicResourceAllocationEnable``, default on;
+capacity dimensions with ``capacity.DRAConsumableCapacityEnable``, default the
+``DRAConsumableCapacity`` gate, as in Volcano).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -41,9 +49,10 @@ from scheduler.api.resource_dims import (
     within_on_some,
 )
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import QueueID, Vote
+from scheduler.api.types import ALLOCATED_STATUS, QueueID, Vote
 from scheduler.framework import hooks
 from scheduler.framework.arguments import arg, note, notes_field
+from scheduler.framework.draquota import QueueDra, TaskDra, job_min_dra, task_dra
 from scheduler.framework.gangvictims import EvictionContext, EvictionKind
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
@@ -65,6 +74,11 @@ log = structlog.get_logger("lahar.plugins.capacity")
 @dataclass(frozen=True, slots=True)
 class CapacityArgs:
     ancestor_reclaim_level: int = arg("ancestorReclaimLevel", 0)
+    dra: bool = arg("capacity.DynamicResourceAllocationEnable", True)
+    """DeviceClass quota (Volcano's default: the ``DynamicResourceAllocation`` gate, on)."""
+    dra_consumable: bool | None = arg("capacity.DRAConsumableCapacityEnable", None)
+    """Also the capacity dimensions; unset: the ``DRAConsumableCapacity`` gate as the
+    ``predicates`` plugin's ``predicate.DRAFeatureGates`` (and ``--feature-gates``) set it."""
     notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
@@ -73,6 +87,11 @@ class CapacityArgs:
             note(self, f"argument 'ancestorReclaimLevel' is {self.ancestor_reclaim_level}: it "
                        f"cannot be negative; 0 is used, as in Volcano")
             object.__setattr__(self, "ancestor_reclaim_level", 0)
+        if self.dra_consumable is not None and not isinstance(self.dra_consumable, bool):
+            note(self, f"argument 'capacity.DRAConsumableCapacityEnable' is "
+                       f"{self.dra_consumable!r}: it must be true or false; the "
+                       f"DRAConsumableCapacity gate's value is used")
+            object.__setattr__(self, "dra_consumable", None)
 
 
 class Capacity(PluginBase[CapacityArgs]):
@@ -90,11 +109,18 @@ class Capacity(PluginBase[CapacityArgs]):
         """Queues with no place in the hierarchy → why (their jobs are invalid)."""
         self.ready = True
         self.error = ""
+        self.dra: dict[QueueID, QueueDra] = {}
+        self.task_dra: dict[object, TaskDra | None] = {}
+        self.dra_refusals: dict[object, str] = {}
+        """Task → the DeviceClass quota key its last Allocatable refusal exceeded."""
+        self.dra_gate_consumable = False
+        self.dra_consumable = False
         self.hierarchy = any(entry.plugin is self and bool(entry.flags.get("enableHierarchy"))
                              for entry in session.plugin_entries())
         jobs, total = session.jobs.values(), session.total_resource
         if not self.hierarchy:
             self.attrs = build_flat_attrs(session.queues, jobs, total)
+            self._open_dra(session)
             return
         try:
             self.tree, self.attrs = build_tree_attrs(session.queues, jobs, total)
@@ -106,6 +132,80 @@ class Capacity(PluginBase[CapacityArgs]):
             return
         self.left_out = self.tree.left_out
         self._report_left_out(session)
+        self._open_dra(session)
+
+    # -- DRA quota --------------------------------------------------------------------------
+    def _open_dra(self, session: Session) -> None:
+        """Each queue's DeviceClass quota, with the claims of its allocated tasks counted
+        (Volcano's ``buildQueueAttrs`` → ``newDRAQuotaAttr`` and ``addTaskDRAAllocated``)."""
+        view = session.snapshot.dra
+        if not self.args.dra or view is None or view.empty:
+            return
+        gates = _dra_gates(session)
+        self.dra_gate_consumable = bool(gates is not None and gates.consumable_capacity)
+        consumable = self.args.dra_consumable
+        self.dra_consumable = self.dra_gate_consumable if consumable is None else consumable
+        for uid in self.attrs:
+            queue = session.queues.get(uid)
+            quota = None if queue is None else QueueDra.of(
+                queue.capability, queue.deserved, queue.guarantee)
+            if quota is not None:
+                self.dra[uid] = quota
+        if not self.dra:
+            return
+        for job in session.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
+            for task in job.tasks_in(ALLOCATED_STATUS):
+                request = self._task_dra(task)
+                if request is not None:
+                    for a in self._chain(attr):
+                        quota = self.dra.get(a.uid)
+                        if quota is not None:
+                            quota.add_task(request)
+
+    def _task_dra(self, task: TaskInfo) -> TaskDra | None:
+        if task.uid not in self.task_dra:
+            self.task_dra[task.uid] = task_dra(self.ssn.snapshot.dra, task,
+                                               consumable=self.dra_gate_consumable)
+        return self.task_dra[task.uid]
+
+    def _dra_exceeded(self, attr: QueueAttr, task: TaskInfo) -> str | None:
+        """``queueAllocatableWithReserved``'s DRA part: the quota key ``task``'s claims not
+        yet held by the queue would exceed."""
+        quota = self.dra.get(attr.uid)
+        if quota is None:
+            return None
+        request = self._task_dra(task)
+        if request is None:
+            return None
+        return quota.exceeded(quota.incremental(request), consumable=self.dra_consumable,
+                              include_inqueue=False)
+
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        """Why the last Allocatable refused ``task`` on a DeviceClass quota (Volcano logs
+        ``Queue <q> DRA resource insufficient for candidate <t>``)."""
+        key = self.dra_refusals.get(task.uid)
+        if key is None:
+            return None
+        return f"Queue <{queue.name}> DRA resource insufficient for candidate <{task.name}>: " \
+               f"{key} would exceed the queue's capability"
+
+    def _dra_move(self, attr: QueueAttr, task: TaskInfo, sign: int) -> None:
+        if not self.dra:
+            return
+        request = self._task_dra(task)
+        if request is None:
+            return
+        for a in self._chain(attr):
+            quota = self.dra.get(a.uid)
+            if quota is None:
+                continue
+            if sign > 0:
+                quota.add_task(request)
+            else:
+                quota.remove_task(request)
 
     def _report_left_out(self, session: Session) -> None:
         """Once per change, through the sink when it can (the cache remembers what it told);
@@ -197,9 +297,15 @@ class Capacity(PluginBase[CapacityArgs]):
         attr = self.attrs.get(queue.uid)
         if attr is None:
             return True
-        return all(not exceeded_on_request(a.allocated + task.resreq, a.real_capability,
-                                           task.resreq)
-                   for a in self._chain(attr))
+        self.dra_refusals.pop(task.uid, None)
+        for a in self._chain(attr):
+            key = self._dra_exceeded(a, task) if self.dra else None
+            if key is not None:
+                self.dra_refusals[task.uid] = key
+                return False
+            if exceeded_on_request(a.allocated + task.resreq, a.real_capability, task.resreq):
+                return False
+        return True
 
     def job_enqueueable(self, job: JobInfo) -> Vote:
         if not self.ready:
@@ -215,21 +321,43 @@ class Capacity(PluginBase[CapacityArgs]):
             job.enqueue_message = f"queue {queue.name} is {queue.state}: it admits no new jobs"
             return Vote.REJECT
         minimum = job.podgroup.min_resources
-        if minimum is None:
+        min_dra = self._job_min_dra(job)
+        if minimum is None and min_dra is None:
             return Vote.PERMIT
         for a in self._chain(attr):
-            needed = minimum.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
-            short = exceeded_on_request(needed, a.real_capability, minimum)
+            short: list[str] = []
+            if minimum is not None:
+                needed = minimum.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
+                short = list(exceeded_on_request(needed, a.real_capability, minimum))
+            quota = self.dra.get(a.uid)
+            if not short and min_dra is not None and quota is not None and quota.exceeded(
+                    min_dra, consumable=self.dra_consumable, include_inqueue=True):
+                short = ["dra-resource-exceeded"]  # Volcano's jobEnqueueable reason
             if short:
                 job.enqueue_message = "queue resource quota insufficient: " + ", ".join(
                     f"insufficient {name}" for name in short)
                 return Vote.REJECT
         return Vote.PERMIT
 
+    def _job_min_dra(self, job: JobInfo) -> dict[str, Any] | None:
+        attr = self.attrs.get(job.queue)
+        if attr is None or not any(a.uid in self.dra for a in self._chain(attr)):
+            return None
+        return job_min_dra(job, {task.uid: self._task_dra(task)
+                                 for task in job.tasks.values()})
+
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.attrs.get(job.queue)
+        if attr is None:
+            return
+        min_dra = self._job_min_dra(job)
+        if min_dra is not None:
+            for a in self._chain(attr):
+                quota = self.dra.get(a.uid)
+                if quota is not None:
+                    quota.add_inqueue(min_dra)
         minimum = job.podgroup.min_resources
-        if attr is None or minimum is None:
+        if minimum is None:
             return
         reserved = job.deduct_sched_gated(minimum.clone())
         for a in self._chain(attr):
@@ -390,6 +518,7 @@ class Capacity(PluginBase[CapacityArgs]):
                 a.allocated.add(task.resreq)
             else:
                 a.allocated.sub(task.resreq)
+        self._dra_move(attr, task, sign)
         # As in Volcano only the job's own queue re-computes its share here; ancestors keep
         # the share they opened the session with.
         attr.update_share()
@@ -399,3 +528,13 @@ class Capacity(PluginBase[CapacityArgs]):
 
     def on_deallocate(self, task: TaskInfo) -> None:
         self._move(task, -1)
+
+
+def _dra_gates(session: Session) -> Any:
+    """The DRA feature gates of the conf (the ``predicates`` plugin's, which ``--feature-gates``
+    adds to); None when no plugin carries them."""
+    for entry in session.plugin_entries():
+        gates = getattr(entry.plugin.args, "dra_features", None)
+        if gates is not None:
+            return gates
+    return None

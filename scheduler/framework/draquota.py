@@ -1,0 +1,248 @@
+"""Queue quota per DeviceClass for DRA claims (Volcano's ``capacity`` plugin DRA quota).
+
+A queue's ``capability``, ``deserved`` and ``guarantee`` may name ``deviceclass/<class>`` (a
+number of devices) and ``<dimension>.deviceclass/<class>`` (consumed capacity, e.g.
+``memory.deviceclass/gpu.example.com: 40Gi``). A task's DRA request is read from the specs of
+its pod's ResourceClaims, per DeviceClass, as Volcano's cache does (``buildTaskDRAInfo``):
+``exactly`` requests with ``ExactCount`` count ``count`` devices (1 when unset), and, with the
+``DRAConsumableCapacity`` gate, ``count`` times each ``capacity.requests`` dimension;
+``firstAvailable`` and ``allocationMode: All`` requests are not counted. A queue counts a claim
+once however many of its pods use it (``resourceClaimRefs``). Kept apart from the generic
+:class:`~scheduler.api.resource.Resource` so that only the checks Volcano makes on them apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from scheduler.api.errors import ObjectError
+from scheduler.api.job import JobInfo
+from scheduler.api.podclaims import claim_key, pod_claims, resolve_claim_names
+from scheduler.api.resource import Resource
+from scheduler.api.task import TaskInfo
+
+__all__ = [
+    "CAPACITY_SEP",
+    "COUNT_PREFIX",
+    "DraAmount",
+    "QueueDra",
+    "TaskDra",
+    "job_min_dra",
+    "quota_of",
+    "task_dra",
+    "to_scalars",
+]
+
+COUNT_PREFIX = "deviceclass/"
+CAPACITY_SEP = ".deviceclass/"
+
+DraMap = dict[str, "DraAmount"]
+"""DeviceClass name → amount."""
+
+
+@dataclass(slots=True)
+class DraAmount:
+    """Volcano's ``api.DRAResource``: devices and consumed capacity of one DeviceClass."""
+
+    count: int = 0
+    capacity: dict[str, Decimal] = field(default_factory=dict)
+
+    def add(self, other: DraAmount, times: int = 1) -> None:
+        self.count += other.count * times
+        for dim, value in other.capacity.items():
+            self.capacity[dim] = self.capacity.get(dim, Decimal(0)) + value * times
+
+    def sub(self, other: DraAmount) -> None:
+        """Floors at zero, as ``DRAResource.Sub``."""
+        self.count = max(0, self.count - other.count)
+        for dim, value in other.capacity.items():
+            if dim in self.capacity:
+                self.capacity[dim] = max(Decimal(0), self.capacity[dim] - value)
+
+
+def _merge(dst: DraMap, src: Mapping[str, DraAmount], times: int = 1) -> None:
+    for device_class, amount in src.items():
+        dst.setdefault(device_class, DraAmount()).add(amount, times)
+
+
+@dataclass(slots=True)
+class TaskDra:
+    """A task's DRA request: per claim (``namespace/name``) and per DeviceClass."""
+
+    per_claim: dict[str, DraMap]
+
+    @property
+    def total(self) -> DraMap:
+        out: DraMap = {}
+        for amounts in self.per_claim.values():
+            _merge(out, amounts)
+        return out
+
+
+def task_dra(view: Any, task: TaskInfo, *, consumable: bool) -> TaskDra | None:
+    """``task``'s DRA request from its claims' specs in the session's DRA ``view``; None
+    without claims, or while a claim is not known (the ``predicates`` plugin keeps such a pod
+    pending)."""
+    if view is None or not (task.pod.get("spec") or {}).get("resourceClaims"):
+        return None
+    try:
+        entries = pod_claims(task.pod)
+    except ObjectError:
+        return None
+    per_claim: dict[str, DraMap] = {}
+    for _, name in resolve_claim_names(task.pod, entries):
+        if not name:
+            continue
+        key = claim_key(task.namespace, name)
+        claim = view.claims.get(key)
+        if claim is None or key in per_claim:
+            continue
+        amounts: DraMap = {}
+        for request in claim.requests:
+            sub = request.exactly
+            if sub is None or sub.allocation_mode == "All" or not sub.device_class_name:
+                continue
+            count = sub.count or 1
+            capacity = dict(sub.capacity_requests or {}) if consumable else {}
+            _merge(amounts, {sub.device_class_name: DraAmount(1, capacity)}, count)
+        if amounts:
+            per_claim[key] = amounts
+    return TaskDra(per_claim) if per_claim else None
+
+
+def quota_of(resource: Resource | None) -> DraMap | None:
+    """Volcano's ``parseDRAResourceList``: the DeviceClass entries of a queue's resource list
+    (kept by :class:`Resource` as scalars, in milli units)."""
+    if resource is None:
+        return None
+    out: DraMap = {}
+    for name, milli in resource.scalars.items():
+        value = Decimal(repr(milli)) / 1000
+        index = name.find(CAPACITY_SEP)
+        if index > 0:
+            device_class = name[index + len(CAPACITY_SEP):]
+            if device_class:
+                out.setdefault(device_class, DraAmount()).capacity[name[:index]] = value
+            continue
+        if name.startswith(COUNT_PREFIX) and len(name) > len(COUNT_PREFIX):
+            out.setdefault(name[len(COUNT_PREFIX):], DraAmount()).count = int(
+                value.to_integral_value(rounding="ROUND_CEILING"))
+    return out or None
+
+
+def to_scalars(allocated: Mapping[str, DraAmount]) -> dict[str, float]:
+    """Volcano's ``mergeDRAAllocatedIntoResourceList``: the queue status keys (milli)."""
+    out: dict[str, float] = {}
+    for device_class, amount in allocated.items():
+        if amount.count > 0:
+            out[COUNT_PREFIX + device_class] = amount.count * 1000.0
+        for dim, value in amount.capacity.items():
+            if value:
+                out[dim + CAPACITY_SEP + device_class] = float(value * 1000)
+    return out
+
+
+@dataclass(slots=True)
+class QueueDra:
+    """Volcano's ``draQuotaAttr`` with the queue's ``resourceClaimRefs``."""
+
+    capability: DraMap
+    deserved: DraMap
+    guarantee: DraMap
+    allocated: DraMap = field(default_factory=dict)
+    inqueue: DraMap = field(default_factory=dict)
+    refs: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, capability: Resource | None, deserved: Resource | None,
+           guarantee: Resource | None) -> QueueDra | None:
+        """``newDRAQuotaAttr``: None when no list names a DeviceClass."""
+        parsed = [quota_of(r) for r in (capability, deserved, guarantee)]
+        if all(p is None for p in parsed):
+            return None
+        limits, shares, floors = (p or {} for p in parsed)
+        return cls(capability=limits, deserved=shares, guarantee=floors)
+
+    def incremental(self, request: TaskDra) -> DraMap:
+        """``incrementalTaskDRA``: the claims this queue does not hold yet."""
+        out: DraMap = {}
+        for key, amounts in request.per_claim.items():
+            if self.refs.get(key, 0) <= 0:
+                _merge(out, amounts)
+        return out
+
+    def add_task(self, request: TaskDra) -> None:
+        """``addTaskDRAAllocated``: a claim is counted when its first pod is."""
+        for key, amounts in request.per_claim.items():
+            if self.refs.get(key, 0) == 0:
+                _merge(self.allocated, amounts)
+            self.refs[key] = self.refs.get(key, 0) + 1
+
+    def remove_task(self, request: TaskDra) -> None:
+        """``removeTaskDRAAllocated``: a claim is uncounted with its last pod."""
+        for key, amounts in request.per_claim.items():
+            refs = self.refs.get(key, 0)
+            if refs <= 1:
+                for device_class, amount in amounts.items():
+                    held = self.allocated.get(device_class)
+                    if held is not None:
+                        held.sub(amount)
+                self.refs.pop(key, None)
+            else:
+                self.refs[key] = refs - 1
+
+    def add_inqueue(self, request: Mapping[str, DraAmount]) -> None:
+        _merge(self.inqueue, request)
+
+    def exceeded(self, request: Mapping[str, DraAmount], *, consumable: bool,
+                 include_inqueue: bool) -> str | None:
+        """``checkDRAAllocatable``: the first quota key ``request`` would exceed, else None.
+        A DeviceClass without a capability entry is not limited; a capacity dimension the
+        capability does not name is exceeded (only with ``consumable``)."""
+        for device_class, wanted in request.items():
+            limit = self.capability.get(device_class)
+            if limit is None:
+                continue
+            held = self.allocated.get(device_class) or DraAmount()
+            queued = (self.inqueue.get(device_class) if include_inqueue else None) \
+                or DraAmount()
+            if limit.count > 0 and held.count + queued.count + wanted.count > limit.count:
+                return COUNT_PREFIX + device_class
+            if not consumable:
+                continue
+            for dim, value in wanted.capacity.items():
+                bound = limit.capacity.get(dim)
+                used = held.capacity.get(dim, Decimal(0)) + queued.capacity.get(dim, Decimal(0))
+                if bound is None or used + value > bound:
+                    return dim + CAPACITY_SEP + device_class
+        return None
+
+
+def job_min_dra(job: JobInfo, requests: Mapping[Any, TaskDra | None]) -> DraMap | None:
+    """Volcano's ``JobInfo.GetMinDRAResources``: with per-role minimums, each role's first
+    task's request times its minimum; otherwise the first ``minAvailable`` tasks with claims
+    (by namespace, name, uid) once each."""
+    minimums = job.min_task_member
+    out: DraMap = {}
+    if not minimums:
+        if job.min_available <= 0:
+            return None
+        tasks = sorted((t for t in job.tasks.values() if requests.get(t.uid) is not None),
+                       key=lambda t: (t.namespace, t.name, str(t.uid)))
+        for task in tasks[:job.min_available]:
+            request = requests[task.uid]
+            assert request is not None
+            _merge(out, request.total)
+        return out or None
+    seen: set[str] = set()
+    for task in job.tasks.values():
+        request = requests.get(task.uid)
+        number = minimums.get(task.role, 0)
+        if request is None or number <= 0 or task.role in seen:
+            continue
+        seen.add(task.role)
+        _merge(out, request.total, number)
+    return out or None
