@@ -52,7 +52,7 @@ from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, QueueID, Vote
 from scheduler.framework import hooks
 from scheduler.framework.arguments import arg, note, notes_field
-from scheduler.framework.draquota import QueueDra, TaskDra, job_min_dra, task_dra
+from scheduler.framework.draquota import QueueDra, TaskDra, job_min_dra, session_gates, task_dra
 from scheduler.framework.gangvictims import EvictionContext, EvictionKind
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
@@ -141,7 +141,7 @@ class Capacity(PluginBase[CapacityArgs]):
         view = session.snapshot.dra
         if not self.args.dra or view is None or view.empty:
             return
-        gates = _dra_gates(session)
+        gates = session_gates(session)
         self.dra_gate_consumable = bool(gates is not None and gates.consumable_capacity)
         consumable = self.args.dra_consumable
         self.dra_consumable = self.dra_gate_consumable if consumable is None else consumable
@@ -529,12 +529,3 @@ class Capacity(PluginBase[CapacityArgs]):
     def on_deallocate(self, task: TaskInfo) -> None:
         self._move(task, -1)
 
-
-def _dra_gates(session: Session) -> Any:
-    """The DRA feature gates of the conf (the ``predicates`` plugin's, which ``--feature-gates``
-    adds to); None when no plugin carries them."""
-    for entry in session.plugin_entries():
-        gates = getattr(entry.plugin.args, "dra_features", None)
-        if gates is not None:
-            return gates
-    return None

@@ -23,6 +23,7 @@ from scheduler.api.job import JobInfo
 from scheduler.api.podclaims import claim_key, pod_claims, resolve_claim_names
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
+from scheduler.api.types import ALLOCATED_STATUS
 
 __all__ = [
     "CAPACITY_SEP",
@@ -31,7 +32,9 @@ __all__ = [
     "QueueDra",
     "TaskDra",
     "job_min_dra",
+    "queue_status_dra",
     "quota_of",
+    "session_gates",
     "task_dra",
     "to_scalars",
 ]
@@ -219,6 +222,43 @@ class QueueDra:
                 if bound is None or used + value > bound:
                     return dim + CAPACITY_SEP + device_class
         return None
+
+
+def session_gates(session: Any) -> Any:
+    """The DRA feature gates of the conf (the ``predicates`` plugin's, which
+    ``--feature-gates`` adds to); None when no plugin carries them."""
+    for entry in session.plugin_entries():
+        gates = getattr(entry.plugin.args, "dra_features", None)
+        if gates is not None:
+            return gates
+    return None
+
+
+def queue_status_dra(session: Any) -> dict[str, dict[str, float]]:
+    """Volcano's ``updateQueueStatus`` DRA part (``addTaskDRAAllocatedByQueue`` and
+    ``mergeDRAAllocatedIntoResourceList``): per queue the devices and capacity its allocated
+    tasks' claims hold, a claim once per queue, added along ``spec.parent`` up to ``root``
+    when there is a ``root`` queue; as ``status.allocated`` scalars (milli)."""
+    view = session.snapshot.dra
+    if view is None or view.empty or not view.claims:
+        return {}
+    gates = session_gates(session)
+    consumable = bool(gates is not None and gates.consumable_capacity)
+    queues = session.queues
+    held: dict[str, QueueDra] = {}
+    for job in session.jobs.values():
+        for task in job.tasks_in(ALLOCATED_STATUS):
+            request = task_dra(view, task, consumable=consumable)
+            if request is None:
+                continue
+            uid, seen = job.queue, set()
+            while uid in queues and uid not in seen:
+                seen.add(uid)
+                held.setdefault(uid, QueueDra({}, {}, {})).add_task(request)
+                if "root" not in queues or uid == "root":
+                    break
+                uid = queues[uid].parent or "root"
+    return {uid: to_scalars(quota.allocated) for uid, quota in held.items()}
 
 
 def job_min_dra(job: JobInfo, requests: Mapping[Any, TaskDra | None]) -> DraMap | None:

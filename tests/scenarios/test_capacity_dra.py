@@ -140,3 +140,36 @@ def test_dra_quota_can_be_switched_off() -> None:
     objs = [*_cluster(), make_template("one-gpu"), _queue({f"deviceclass/{DRIVER}": "2"}),
             *_pods(3)]
     assert len(simulate(objs, conf=conf).binds()) == 3
+
+
+def _allocated(run: Any, name: str = "q") -> dict[str, str]:
+    queue = run.cluster.objects["Queue"][name]
+    return dict((queue.get("status") or {}).get("allocated") or {})
+
+
+def test_queue_status_counts_devices_per_device_class() -> None:
+    """``updateQueueStatus`` → ``addTaskDRAAllocatedByQueue`` and
+    ``mergeDRAAllocatedIntoResourceList`` (``framework/session_dra_queue_status.go``): the
+    queue's ``status.allocated`` gets ``deviceclass/<class>`` with the devices its bound pods'
+    claims hold, a claim shared by several of its pods once."""
+    objs = [*_cluster(), make_template("one-gpu"), make_claim("shared"),
+            _queue({f"deviceclass/{DRIVER}": "4"}), *_pods(2)]
+    objs += [make_podgroup("s", queue="q", min_member=1),
+             claim_pod("s0", claim="shared", group="s"), claim_pod("s1", claim="shared", group="s")]
+    run = simulate(objs, conf=CONF)
+    assert len(run.binds()) == 4
+    assert _allocated(run)[f"deviceclass/{DRIVER}"] == "3"
+
+
+def test_queue_status_counts_capacity_per_device_class() -> None:
+    """``mergeDRAAllocatedIntoResourceList``: ``<dimension>.deviceclass/<class>`` with the
+    capacity the claims request (``buildTaskDRAInfo``, with ``DRAConsumableCapacity``)."""
+    objs = [make_class(SHARED, mode="shared"), make_node("n0", cpu="16"),
+            make_slice("n0", ["gpu-0"], shared_memory="80Gi"),
+            make_template("one-gpu", device_class=SHARED, memory="16Gi"),
+            _queue({}), *_pods(2)]
+    run = simulate(objs, conf=CONF)
+    assert len(run.binds()) == 2
+    allocated = _allocated(run)
+    assert allocated[f"deviceclass/{SHARED}"] == "2"
+    assert int(allocated[f"memory.deviceclass/{SHARED}"]) == 32 * 2**30
