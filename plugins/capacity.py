@@ -52,7 +52,7 @@ from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, QueueID, Vote
 from scheduler.framework import hooks
 from scheduler.framework.arguments import arg, note, notes_field
-from scheduler.framework.draquota import QueueDra, TaskDra, job_min_dra, session_gates, task_dra
+from scheduler.framework.draquota import DraQuotaLedger
 from scheduler.framework.gangvictims import EvictionContext, EvictionKind
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
@@ -109,12 +109,7 @@ class Capacity(PluginBase[CapacityArgs]):
         """Queues with no place in the hierarchy → why (their jobs are invalid)."""
         self.ready = True
         self.error = ""
-        self.dra: dict[QueueID, QueueDra] = {}
-        self.task_dra: dict[object, TaskDra | None] = {}
-        self.dra_refusals: dict[object, str] = {}
-        """Task → the DeviceClass quota key its last Allocatable refusal exceeded."""
-        self.dra_gate_consumable = False
-        self.dra_consumable = False
+        self.dra = DraQuotaLedger(session, (), consumable=False)
         self.hierarchy = any(entry.plugin is self and bool(entry.flags.get("enableHierarchy"))
                              for entry in session.plugin_entries())
         jobs, total = session.jobs.values(), session.total_resource
@@ -138,74 +133,24 @@ class Capacity(PluginBase[CapacityArgs]):
     def _open_dra(self, session: Session) -> None:
         """Each queue's DeviceClass quota, with the claims of its allocated tasks counted
         (Volcano's ``buildQueueAttrs`` → ``newDRAQuotaAttr`` and ``addTaskDRAAllocated``)."""
-        view = session.snapshot.dra
-        if not self.args.dra or view is None or view.empty:
-            return
-        gates = session_gates(session)
-        self.dra_gate_consumable = bool(gates is not None and gates.consumable_capacity)
-        consumable = self.args.dra_consumable
-        self.dra_consumable = self.dra_gate_consumable if consumable is None else consumable
-        for uid in self.attrs:
-            queue = session.queues.get(uid)
-            quota = None if queue is None else QueueDra.of(
-                queue.capability, queue.deserved, queue.guarantee)
-            if quota is not None:
-                self.dra[uid] = quota
+        queues = [session.queues[uid] for uid in self.attrs if uid in session.queues] \
+            if self.args.dra else []
+        self.dra = DraQuotaLedger(session, queues, consumable=self.args.dra_consumable)
         if not self.dra:
             return
         for job in session.jobs.values():
             attr = self.attrs.get(job.queue)
-            if attr is None:
-                continue
-            for task in job.tasks_in(ALLOCATED_STATUS):
-                request = self._task_dra(task)
-                if request is not None:
-                    for a in self._chain(attr):
-                        quota = self.dra.get(a.uid)
-                        if quota is not None:
-                            quota.add_task(request)
+            if attr is not None:
+                for task in job.tasks_in(ALLOCATED_STATUS):
+                    self.dra.move(self._uids(attr), task, +1)
 
-    def _task_dra(self, task: TaskInfo) -> TaskDra | None:
-        if task.uid not in self.task_dra:
-            self.task_dra[task.uid] = task_dra(self.ssn.snapshot.dra, task,
-                                               consumable=self.dra_gate_consumable)
-        return self.task_dra[task.uid]
-
-    def _dra_exceeded(self, attr: QueueAttr, task: TaskInfo) -> str | None:
-        """``queueAllocatableWithReserved``'s DRA part: the quota key ``task``'s claims not
-        yet held by the queue would exceed."""
-        quota = self.dra.get(attr.uid)
-        if quota is None:
-            return None
-        request = self._task_dra(task)
-        if request is None:
-            return None
-        return quota.exceeded(quota.incremental(request), consumable=self.dra_consumable,
-                              include_inqueue=False)
+    def _uids(self, attr: QueueAttr) -> list[QueueID]:
+        return [a.uid for a in self._chain(attr)]
 
     def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> str | None:
         """Why the last Allocatable refused ``task`` on a DeviceClass quota (Volcano logs
         ``Queue <q> DRA resource insufficient for candidate <t>``)."""
-        key = self.dra_refusals.get(task.uid)
-        if key is None:
-            return None
-        return f"Queue <{queue.name}> DRA resource insufficient for candidate <{task.name}>: " \
-               f"{key} would exceed the queue's capability"
-
-    def _dra_move(self, attr: QueueAttr, task: TaskInfo, sign: int) -> None:
-        if not self.dra:
-            return
-        request = self._task_dra(task)
-        if request is None:
-            return
-        for a in self._chain(attr):
-            quota = self.dra.get(a.uid)
-            if quota is None:
-                continue
-            if sign > 0:
-                quota.add_task(request)
-            else:
-                quota.remove_task(request)
+        return self.dra.reason(queue, task) if self.dra else None
 
     def _report_left_out(self, session: Session) -> None:
         """Once per change, through the sink when it can (the cache remembers what it told);
@@ -297,11 +242,9 @@ class Capacity(PluginBase[CapacityArgs]):
         attr = self.attrs.get(queue.uid)
         if attr is None:
             return True
-        self.dra_refusals.pop(task.uid, None)
+        self.dra.refusals.pop(task.uid, None)
         for a in self._chain(attr):
-            key = self._dra_exceeded(a, task) if self.dra else None
-            if key is not None:
-                self.dra_refusals[task.uid] = key
+            if self.dra and self.dra.exceeded(a.uid, task) is not None:
                 return False
             if exceeded_on_request(a.allocated + task.resreq, a.real_capability, task.resreq):
                 return False
@@ -329,9 +272,7 @@ class Capacity(PluginBase[CapacityArgs]):
             if minimum is not None:
                 needed = minimum.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
                 short = list(exceeded_on_request(needed, a.real_capability, minimum))
-            quota = self.dra.get(a.uid)
-            if not short and min_dra is not None and quota is not None and quota.exceeded(
-                    min_dra, consumable=self.dra_consumable, include_inqueue=True):
+            if not short and min_dra is not None and self.dra.enqueue_exceeded(a.uid, min_dra):
                 short = ["dra-resource-exceeded"]  # Volcano's jobEnqueueable reason
             if short:
                 job.enqueue_message = "queue resource quota insufficient: " + ", ".join(
@@ -341,10 +282,8 @@ class Capacity(PluginBase[CapacityArgs]):
 
     def _job_min_dra(self, job: JobInfo) -> dict[str, Any] | None:
         attr = self.attrs.get(job.queue)
-        if attr is None or not any(a.uid in self.dra for a in self._chain(attr)):
-            return None
-        return job_min_dra(job, {task.uid: self._task_dra(task)
-                                 for task in job.tasks.values()})
+        return None if attr is None or not self.dra else self.dra.job_minimum(
+            job, self._uids(attr))
 
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.attrs.get(job.queue)
@@ -352,10 +291,7 @@ class Capacity(PluginBase[CapacityArgs]):
             return
         min_dra = self._job_min_dra(job)
         if min_dra is not None:
-            for a in self._chain(attr):
-                quota = self.dra.get(a.uid)
-                if quota is not None:
-                    quota.add_inqueue(min_dra)
+            self.dra.enqueued(self._uids(attr), min_dra)
         minimum = job.podgroup.min_resources
         if minimum is None:
             return
@@ -518,7 +454,7 @@ class Capacity(PluginBase[CapacityArgs]):
                 a.allocated.add(task.resreq)
             else:
                 a.allocated.sub(task.resreq)
-        self._dra_move(attr, task, sign)
+        self.dra.move(self._uids(attr), task, sign)
         # As in Volcano only the job's own queue re-computes its share here; ancestors keep
         # the share they opened the session with.
         attr.update_share()

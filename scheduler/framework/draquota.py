@@ -13,7 +13,7 @@ once however many of its pods use it (``resourceClaimRefs``). Kept apart from th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -29,6 +29,7 @@ __all__ = [
     "CAPACITY_SEP",
     "COUNT_PREFIX",
     "DraAmount",
+    "DraQuotaLedger",
     "QueueDra",
     "TaskDra",
     "job_min_dra",
@@ -286,3 +287,82 @@ def job_min_dra(job: JobInfo, requests: Mapping[Any, TaskDra | None]) -> DraMap 
         seen.add(task.role)
         _merge(out, request.total, number)
     return out or None
+
+
+class DraQuotaLedger:
+    """One session's DeviceClass quotas of the queues a plugin keeps figures for: the
+    checks and the in-session moves, each over a queue and its ``chain`` (its ancestors)."""
+
+    def __init__(self, session: Any, queues: Iterable[Any], *,
+                 consumable: bool | None) -> None:
+        self.session = session
+        self.quotas: dict[Any, QueueDra] = {}
+        self.requests: dict[Any, TaskDra | None] = {}
+        self.refusals: dict[Any, str] = {}
+        """Task → the quota key its last refusal exceeded."""
+        view = session.snapshot.dra
+        gates = session_gates(session)
+        self.gate_consumable = bool(gates is not None and gates.consumable_capacity)
+        self.consumable = self.gate_consumable if consumable is None else consumable
+        if view is None or view.empty:
+            return
+        for queue in queues:
+            quota = QueueDra.of(queue.capability, queue.deserved, queue.guarantee)
+            if quota is not None:
+                self.quotas[queue.uid] = quota
+
+    def __bool__(self) -> bool:
+        return bool(self.quotas)
+
+    def request(self, task: TaskInfo) -> TaskDra | None:
+        if task.uid not in self.requests:
+            self.requests[task.uid] = task_dra(self.session.snapshot.dra, task,
+                                               consumable=self.gate_consumable)
+        return self.requests[task.uid]
+
+    def move(self, chain: Iterable[Any], task: TaskInfo, sign: int) -> None:
+        """``addTaskDRAAllocated`` (``sign`` > 0) / ``removeTaskDRAAllocated`` on each queue."""
+        if not self.quotas:
+            return
+        request = self.request(task)
+        if request is None:
+            return
+        for uid in chain:
+            quota = self.quotas.get(uid)
+            if quota is not None:
+                (quota.add_task if sign > 0 else quota.remove_task)(request)
+
+    def exceeded(self, uid: Any, task: TaskInfo) -> str | None:
+        """``queueAllocatableWithReserved``'s DRA part for one queue; the refusal is kept."""
+        quota = self.quotas.get(uid)
+        request = None if quota is None else self.request(task)
+        if quota is None or request is None:
+            return None
+        key = quota.exceeded(quota.incremental(request), consumable=self.consumable,
+                             include_inqueue=False)
+        if key is not None:
+            self.refusals[task.uid] = key
+        return key
+
+    def reason(self, queue: Any, task: TaskInfo) -> str | None:
+        key = self.refusals.get(task.uid)
+        if key is None:
+            return None
+        return f"Queue <{queue.name}> DRA resource insufficient for candidate <{task.name}>: " \
+               f"{key} would exceed the queue's capability"
+
+    def job_minimum(self, job: JobInfo, chain: Iterable[Any]) -> DraMap | None:
+        if not any(uid in self.quotas for uid in chain):
+            return None
+        return job_min_dra(job, {task.uid: self.request(task) for task in job.tasks.values()})
+
+    def enqueue_exceeded(self, uid: Any, minimum: DraMap) -> bool:
+        quota = self.quotas.get(uid)
+        return quota is not None and quota.exceeded(
+            minimum, consumable=self.consumable, include_inqueue=True) is not None
+
+    def enqueued(self, chain: Iterable[Any], minimum: DraMap) -> None:
+        for uid in chain:
+            quota = self.quotas.get(uid)
+            if quota is not None:
+                quota.add_inqueue(minimum)
