@@ -173,3 +173,21 @@ def test_queue_status_counts_capacity_per_device_class() -> None:
     allocated = _allocated(run)
     assert allocated[f"deviceclass/{SHARED}"] == "2"
     assert int(allocated[f"memory.deviceclass/{SHARED}"]) == 32 * 2**30
+
+
+PROPORTION = CONF.replace("{name: capacity}", "{name: proportion, arguments: "
+                          "{proportion.DynamicResourceAllocationEnable: true}}")
+
+
+def test_proportion_applies_the_quota_only_when_asked() -> None:
+    """Ours: Volcano's ``proportion.go`` has no DRA quota (its capability keys name no task
+    request, so they limit nothing); ``proportion.DynamicResourceAllocationEnable`` applies
+    the ``capacity`` plugin's ``checkDRAAllocatable`` to the queue's capability."""
+    objs = [*_cluster(), make_template("one-gpu"), _queue({f"deviceclass/{DRIVER}": "2"}),
+            *_pods(3)]
+    assert len(simulate(objs, conf=CONF.replace("{name: capacity}", "{name: proportion}"))
+               .binds()) == 3
+    run = simulate(objs, conf=PROPORTION)
+    assert len(run.binds()) == 2
+    pending = next(f"p{i}" for i in range(3) if not run.node_of(f"p{i}"))
+    assert "DRA resource insufficient" in run.condition(pending)["message"]
