@@ -86,12 +86,36 @@ class TaskDra:
         return out
 
 
+_known: dict[Any, tuple[Any, Any, bool, tuple[tuple[str, Any], ...], TaskDra | None]] = {}
+"""Task → (its pod object, its claim statuses, the gate, the claims read, the request):
+session close reads every bound pod's request each cycle; while the pod object and the
+parsed claims are the same objects (the cache replaces them when they change) the request is
+the same."""
+_KNOWN_MAX = 200_000
+
+
 def task_dra(view: Any, task: TaskInfo, *, consumable: bool) -> TaskDra | None:
     """``task``'s DRA request from its claims' specs in the session's DRA ``view``; None
     without claims, or while a claim is not known (the ``predicates`` plugin keeps such a pod
     pending)."""
     if view is None or not (task.pod.get("spec") or {}).get("resourceClaims"):
         return None
+    statuses = (task.pod.get("status") or {}).get("resourceClaimStatuses")
+    known = _known.get(task.uid)
+    if known is not None and known[0] is task.pod and known[1] is statuses \
+            and known[2] == consumable \
+            and all(view.claims.get(key) is claim for key, claim in known[3]):
+        return known[4]
+    read: list[tuple[str, Any]] = []
+    out = _task_dra(view, task, consumable=consumable, read=read)
+    if len(_known) >= _KNOWN_MAX:
+        _known.clear()
+    _known[task.uid] = (task.pod, statuses, consumable, tuple(read), out)
+    return out
+
+
+def _task_dra(view: Any, task: TaskInfo, *, consumable: bool,
+              read: list[tuple[str, Any]]) -> TaskDra | None:
     try:
         entries = pod_claims(task.pod)
     except ObjectError:
@@ -102,6 +126,7 @@ def task_dra(view: Any, task: TaskInfo, *, consumable: bool) -> TaskDra | None:
             continue
         key = claim_key(task.namespace, name)
         claim = view.claims.get(key)
+        read.append((key, claim))
         if claim is None or key in per_claim:
             continue
         amounts: DraMap = {}
