@@ -320,12 +320,12 @@ class DraQuotaLedger:
 
     def __init__(self, session: Any, queues: Iterable[Any], *,
                  consumable: bool | None) -> None:
-        self.session = session
+        self.view = session.snapshot.dra  # not the session: no cycle through the plugin
         self.quotas: dict[Any, QueueDra] = {}
         self.requests: dict[Any, TaskDra | None] = {}
         self.refusals: dict[Any, str] = {}
         """Task → the quota key its last refusal exceeded."""
-        view = session.snapshot.dra
+        view = self.view
         gates = session_gates(session)
         self.gate_consumable = bool(gates is not None and gates.consumable_capacity)
         self.consumable = self.gate_consumable if consumable is None else consumable
@@ -341,7 +341,7 @@ class DraQuotaLedger:
 
     def request(self, task: TaskInfo) -> TaskDra | None:
         if task.uid not in self.requests:
-            self.requests[task.uid] = task_dra(self.session.snapshot.dra, task,
+            self.requests[task.uid] = task_dra(self.view, task,
                                                consumable=self.gate_consumable)
         return self.requests[task.uid]
 
