@@ -55,6 +55,13 @@ _LIMIT = {
 """What the plugin refusing Allocatable holds a queue to, for the task's reason."""
 
 
+def _refusal(session: Session, queue: QueueInfo, task: TaskInfo) -> str:
+    reason = session.allocatable_reason(queue, task)
+    if reason:
+        return f": {reason}"
+    return _LIMIT.get(session.allocatable_refused_by(queue, task) or "", "")
+
+
 class Allocate:
     NAME = "allocate"
 
@@ -188,7 +195,7 @@ class Allocate:
                 job.nodes_fit_errors[task.uid] = errors or FitErrors(
                     nodes=len(session.table),
                     error=f"queue {queue.name} has no room for task {task.name}"
-                    + _LIMIT.get(session.allocatable_refused_by(queue, task) or "", ""),
+                    + _refusal(session, queue, task),
                 )
                 continue
             if job.role_already_failed(task) if sub is None else _role_failed_in(job, sub, task):

@@ -19,8 +19,15 @@ out: their jobs are invalid (the PodGroup's condition and the pods' name the que
 cycle), each such Queue gets one Warning event, and every other queue is scheduled as if they
 did not exist. Volcano stops the whole plugin for these instead; Lahar still does for a job in
 a queue with children, as Volcano does, logged naming the queue. Volcano's
-``plugins/capacity/capacity.go`` is the reference; its DRA device-class quotas and
-queue-admission scheduling gates are not implemented.
+``plugins/capacity/capacity.go`` is the reference; its queue-admission scheduling gates are not
+implemented.
+
+DRA quota (:mod:`scheduler.framework.draquota`): a queue's lists may name
+``deviceclass/<class>`` and ``<dimension>.deviceclass/<class>``; a task whose claims would take
+its queue (or an ancestor) past such a capability is not allocatable, and a job whose minimum
+claims would is not enqueued (``capacity.DynamicResourceAllocationEnable``, default on;
+capacity dimensions with ``capacity.DRAConsumableCapacityEnable``, default the
+``DRAConsumableCapacity`` gate, as in Volcano).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -41,9 +49,10 @@ from scheduler.api.resource_dims import (
     within_on_some,
 )
 from scheduler.api.task import TaskInfo
-from scheduler.api.types import QueueID, Vote
+from scheduler.api.types import ALLOCATED_STATUS, QueueID, Vote
 from scheduler.framework import hooks
 from scheduler.framework.arguments import arg, note, notes_field
+from scheduler.framework.draquota import DraQuotaLedger
 from scheduler.framework.gangvictims import EvictionContext, EvictionKind
 from scheduler.framework.plugin import PluginBase
 from scheduler.framework.queuetree import (
@@ -65,6 +74,11 @@ log = structlog.get_logger("lahar.plugins.capacity")
 @dataclass(frozen=True, slots=True)
 class CapacityArgs:
     ancestor_reclaim_level: int = arg("ancestorReclaimLevel", 0)
+    dra: bool = arg("capacity.DynamicResourceAllocationEnable", True)
+    """DeviceClass quota (Volcano's default: the ``DynamicResourceAllocation`` gate, on)."""
+    dra_consumable: bool | None = arg("capacity.DRAConsumableCapacityEnable", None)
+    """Also the capacity dimensions; unset: the ``DRAConsumableCapacity`` gate as the
+    ``predicates`` plugin's ``predicate.DRAFeatureGates`` (and ``--feature-gates``) set it."""
     notes: tuple[str, ...] = notes_field()
 
     def __post_init__(self) -> None:
@@ -73,6 +87,11 @@ class CapacityArgs:
             note(self, f"argument 'ancestorReclaimLevel' is {self.ancestor_reclaim_level}: it "
                        f"cannot be negative; 0 is used, as in Volcano")
             object.__setattr__(self, "ancestor_reclaim_level", 0)
+        if self.dra_consumable is not None and not isinstance(self.dra_consumable, bool):
+            note(self, f"argument 'capacity.DRAConsumableCapacityEnable' is "
+                       f"{self.dra_consumable!r}: it must be true or false; the "
+                       f"DRAConsumableCapacity gate's value is used")
+            object.__setattr__(self, "dra_consumable", None)
 
 
 class Capacity(PluginBase[CapacityArgs]):
@@ -90,11 +109,13 @@ class Capacity(PluginBase[CapacityArgs]):
         """Queues with no place in the hierarchy → why (their jobs are invalid)."""
         self.ready = True
         self.error = ""
+        self.dra = DraQuotaLedger(session, (), consumable=False)
         self.hierarchy = any(entry.plugin is self and bool(entry.flags.get("enableHierarchy"))
                              for entry in session.plugin_entries())
         jobs, total = session.jobs.values(), session.total_resource
         if not self.hierarchy:
             self.attrs = build_flat_attrs(session.queues, jobs, total)
+            self._open_dra(session)
             return
         try:
             self.tree, self.attrs = build_tree_attrs(session.queues, jobs, total)
@@ -106,6 +127,30 @@ class Capacity(PluginBase[CapacityArgs]):
             return
         self.left_out = self.tree.left_out
         self._report_left_out(session)
+        self._open_dra(session)
+
+    # -- DRA quota --------------------------------------------------------------------------
+    def _open_dra(self, session: Session) -> None:
+        """Each queue's DeviceClass quota, with the claims of its allocated tasks counted
+        (Volcano's ``buildQueueAttrs`` → ``newDRAQuotaAttr`` and ``addTaskDRAAllocated``)."""
+        queues = [session.queues[uid] for uid in self.attrs if uid in session.queues] \
+            if self.args.dra else []
+        self.dra = DraQuotaLedger(session, queues, consumable=self.args.dra_consumable)
+        if not self.dra:
+            return
+        for job in session.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is not None:
+                for task in job.tasks_in(ALLOCATED_STATUS):
+                    self.dra.move(self._uids(attr), task, +1)
+
+    def _uids(self, attr: QueueAttr) -> list[QueueID]:
+        return [a.uid for a in self._chain(attr)]
+
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        """Why the last Allocatable refused ``task`` on a DeviceClass quota (Volcano logs
+        ``Queue <q> DRA resource insufficient for candidate <t>``)."""
+        return self.dra.reason(queue, task) if self.dra else None
 
     def _report_left_out(self, session: Session) -> None:
         """Once per change, through the sink when it can (the cache remembers what it told);
@@ -197,9 +242,13 @@ class Capacity(PluginBase[CapacityArgs]):
         attr = self.attrs.get(queue.uid)
         if attr is None:
             return True
-        return all(not exceeded_on_request(a.allocated + task.resreq, a.real_capability,
-                                           task.resreq)
-                   for a in self._chain(attr))
+        self.dra.refusals.pop(task.uid, None)
+        for a in self._chain(attr):
+            if self.dra and self.dra.exceeded(a.uid, task) is not None:
+                return False
+            if exceeded_on_request(a.allocated + task.resreq, a.real_capability, task.resreq):
+                return False
+        return True
 
     def job_enqueueable(self, job: JobInfo) -> Vote:
         if not self.ready:
@@ -215,21 +264,36 @@ class Capacity(PluginBase[CapacityArgs]):
             job.enqueue_message = f"queue {queue.name} is {queue.state}: it admits no new jobs"
             return Vote.REJECT
         minimum = job.podgroup.min_resources
-        if minimum is None:
+        min_dra = self._job_min_dra(job)
+        if minimum is None and min_dra is None:
             return Vote.PERMIT
         for a in self._chain(attr):
-            needed = minimum.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
-            short = exceeded_on_request(needed, a.real_capability, minimum)
+            short: list[str] = []
+            if minimum is not None:
+                needed = minimum.clone().add(a.allocated).add(a.inqueue).sub(a.elastic)
+                short = list(exceeded_on_request(needed, a.real_capability, minimum))
+            if not short and min_dra is not None and self.dra.enqueue_exceeded(a.uid, min_dra):
+                short = ["dra-resource-exceeded"]  # Volcano's jobEnqueueable reason
             if short:
                 job.enqueue_message = "queue resource quota insufficient: " + ", ".join(
                     f"insufficient {name}" for name in short)
                 return Vote.REJECT
         return Vote.PERMIT
 
+    def _job_min_dra(self, job: JobInfo) -> dict[str, Any] | None:
+        attr = self.attrs.get(job.queue)
+        return None if attr is None or not self.dra else self.dra.job_minimum(
+            job, self._uids(attr))
+
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.attrs.get(job.queue)
+        if attr is None:
+            return
+        min_dra = self._job_min_dra(job)
+        if min_dra is not None:
+            self.dra.enqueued(self._uids(attr), min_dra)
         minimum = job.podgroup.min_resources
-        if attr is None or minimum is None:
+        if minimum is None:
             return
         reserved = job.deduct_sched_gated(minimum.clone())
         for a in self._chain(attr):
@@ -390,6 +454,7 @@ class Capacity(PluginBase[CapacityArgs]):
                 a.allocated.add(task.resreq)
             else:
                 a.allocated.sub(task.resreq)
+        self.dra.move(self._uids(attr), task, sign)
         # As in Volcano only the job's own queue re-computes its share here; ancestors keep
         # the share they opened the session with.
         attr.update_share()
@@ -399,3 +464,4 @@ class Capacity(PluginBase[CapacityArgs]):
 
     def on_deallocate(self, task: TaskInfo) -> None:
         self._move(task, -1)
+

@@ -10,6 +10,11 @@ The arithmetic follows Volcano's ``proportion.go`` dimension by dimension, ``pod
 (it is part of every request and of the cluster total, so it weighs in shares and overuse):
 cpu or memory a capability leaves out is unlimited, the cluster beyond all guarantees and the
 remaining share floor at 0, and a queue counts as met when its deserved stops changing.
+
+Ours, off by default (Volcano's proportion has no DRA quota; its ``capacity`` plugin has):
+``proportion.DynamicResourceAllocationEnable: true`` applies a queue's ``deviceclass/<class>``
+and ``<dimension>.deviceclass/<class>`` capability to its tasks' claims and its jobs' minimum
+claims as ``capacity`` does (:mod:`scheduler.framework.draquota`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Default, Resource
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, QueueID, TaskStatus, Vote
-from scheduler.framework.plugin import NoArgs, PluginBase
+from scheduler.framework.arguments import arg
+from scheduler.framework.draquota import DraQuotaLedger
+from scheduler.framework.plugin import PluginBase
 from scheduler.framework.session import Session
 
 __all__ = ["Proportion", "QueueAttr", "compute_deserved"]
@@ -115,11 +122,21 @@ def _settled_part(job: JobInfo) -> tuple[Resource, Resource, Resource] | None:
     return job.allocated, job.inqueue_demand() or Resource(), job.elastic_resources()
 
 
-class Proportion(PluginBase[NoArgs]):
+@dataclass(frozen=True, slots=True)
+class ProportionArgs:
+    dra: bool = arg("proportion.DynamicResourceAllocationEnable", False)
+    """Ours: DeviceClass quota from the queues' capability, as the ``capacity`` plugin's."""
+    dra_consumable: bool | None = arg("proportion.DRAConsumableCapacityEnable", None)
+    """With ``dra``: also the capacity dimensions (unset: the ``DRAConsumableCapacity`` gate)."""
+
+
+class Proportion(PluginBase[ProportionArgs]):
     NAME = "proportion"
+    Args = ProportionArgs
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
+        self.dra = DraQuotaLedger(session, (), consumable=False)
         total = session.total_resource.clone()
         self.attrs: dict[QueueID, QueueAttr] = {}
         by_task: set[QueueID] = set()
@@ -169,6 +186,8 @@ class Proportion(PluginBase[NoArgs]):
         compute_deserved(list(self.attrs.values()), total)
         for attr in self.attrs.values():
             attr.update_share()
+        if self.args.dra:
+            self._open_dra(session)
 
     def _sum_by_task(self, session: Session, queues: set[QueueID]) -> None:
         """Allocated and requested totals of ``queues`` added up task by task, in job order."""
@@ -199,12 +218,28 @@ class Proportion(PluginBase[NoArgs]):
             return False
         return attr.deserved.less_equal(attr.allocated, Default.ZERO)
 
+    def _open_dra(self, session: Session) -> None:
+        queues = [attr.queue for attr in self.attrs.values()]
+        consumable = self.args.dra_consumable
+        self.dra = DraQuotaLedger(session, queues, consumable=consumable
+                                  if isinstance(consumable, bool) else None)
+        if self.dra:
+            for job in session.jobs.values():
+                for task in job.tasks_in(ALLOCATED_STATUS):
+                    self.dra.move((job.queue,), task, +1)
+
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        return self.dra.reason(queue, task) if self.dra else None
+
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if not queue.is_open:
             return False
         attr = self.attrs.get(queue.uid)
         if attr is None:
             return True
+        self.dra.refusals.pop(task.uid, None)
+        if self.dra and self.dra.exceeded(queue.uid, task) is not None:
+            return False
         future = attr.allocated.clone().add(task.resreq)
         return not future.exceeding_on(attr.deserved, task.resreq)
 
@@ -241,7 +276,10 @@ class Proportion(PluginBase[NoArgs]):
         if minimum is None or attr is None:
             return Vote.PERMIT
         needed = minimum.clone().add(attr.allocated).add(attr.inqueue).sub(attr.elastic)
-        short = needed.exceeding_on(attr.real_capability, minimum)
+        short = list(needed.exceeding_on(attr.real_capability, minimum))
+        min_dra = self.dra.job_minimum(job, (job.queue,)) if self.dra else None
+        if not short and min_dra is not None and self.dra.enqueue_exceeded(job.queue, min_dra):
+            short = ["dra-resource-exceeded"]
         if not short:
             return Vote.PERMIT
         job.enqueue_message = "queue resource quota insufficient: " + ", ".join(
@@ -253,6 +291,9 @@ class Proportion(PluginBase[NoArgs]):
         attr = self.attrs.get(job.queue)
         if attr is not None and job.podgroup.min_resources is not None:
             attr.inqueue.add(job.enqueue_reservation())
+            min_dra = self.dra.job_minimum(job, (job.queue,)) if self.dra else None
+            if min_dra is not None:
+                self.dra.enqueued((job.queue,), min_dra)
 
     def _move(self, task: TaskInfo, sign: int) -> None:
         job = self.ssn.jobs.get(task.job)
@@ -264,6 +305,7 @@ class Proportion(PluginBase[NoArgs]):
         else:
             attr.allocated.sub(task.resreq)
         attr.update_share()
+        self.dra.move((attr.queue.uid,), task, sign)
 
     def on_allocate(self, task: TaskInfo) -> None:
         self._move(task, +1)

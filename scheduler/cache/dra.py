@@ -17,13 +17,15 @@ allocated the same way, else the bind fails, which rolls the task back and resyn
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import TaskID
+from scheduler.cache.drabinding import BINDING_TIMEOUT, await_binding_conditions
 from scheduler.cache.interface import WriteError
 from scheduler.framework.draapi import (
     allocation_to_dict,
@@ -72,6 +74,11 @@ class DraStore:
         """Claims written for a pod whose Binding is on its way (released if it fails)."""
         self.last_view: DraView | None = None
         self._view: DraView | None = None
+        self.binding_timeout = BINDING_TIMEOUT
+        """How long a bind waits for its devices' binding conditions (seconds)."""
+        self.binding_poll = 1.0
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], None] = time.sleep
 
     # -- events ---------------------------------------------------------------------------
     def apply(self, kind: str, deleted: bool, obj: Mapping[str, Any]) -> None:
@@ -173,6 +180,9 @@ class DraStore:
             for entry in entries:
                 self._write_claim(writer, entry)
                 written.append(entry)
+            await_binding_conditions(writer, written, timeout=self.binding_timeout,
+                                     interval=self.binding_poll, clock=self.clock,
+                                     sleep=self.sleep)
         except WriteError:
             self._release(writer, written)
             raise

@@ -27,6 +27,7 @@ from scheduler.api.status import ALL_NODES_UNAVAILABLE
 from scheduler.api.task import TaskInfo
 from scheduler.api.types import ALLOCATED_STATUS, COMPLETED_STATUS, JobID, QueueID, TaskStatus
 from scheduler.devices.base import queue_device_usage
+from scheduler.framework.draquota import queue_status_dra
 from scheduler.framework.session import Session
 
 __all__ = [
@@ -124,6 +125,9 @@ def close_session(session: Session) -> None:
     session.snapshot.closed_jobs = [job.uid for job in closing]
     session.snapshot.steady_closed = steady
     allocated = roll_up(session.queues, queue_allocations(session))
+    for uid, scalars in queue_status_dra(session).items():
+        if uid in allocated:  # devices of DRA claims, per DeviceClass
+            allocated[uid].scalars.update(scalars)
     for uid, queue in session.queues.items():
         session.sink.update_queue_allocated(queue, allocated[uid])
 

@@ -407,6 +407,16 @@ class Session:
                     return str(getattr(plugin, "NAME", type(plugin).__name__))
         return None
 
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        """A refusing plugin's own words for its last Allocatable refusal of ``task``."""
+        for tier in self.hooks(h.Allocatable):
+            for plugin in tier:
+                explain = getattr(plugin, "allocatable_reason", None)
+                reason = explain(queue, task) if explain is not None else None
+                if reason:
+                    return str(reason)
+        return None
+
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """AND: may ``queue`` reclaim from other queues for ``task``."""
         return all(p.preemptive(queue, task) for tier in self.hooks(h.Preemptive) for p in tier)

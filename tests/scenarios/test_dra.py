@@ -234,9 +234,9 @@ class _Writer:
         return getattr(self.cluster, name)
 
 
-def _simulate_with(objs, setup, max_cycles: int = 20):  # type: ignore[no-untyped-def]
+def _simulate_with(objs, setup, max_cycles: int = 20, conf=None):  # type: ignore[no-untyped-def]
     manifests = [Manifest(f"test#{i}", obj) for i, obj in enumerate(objs)]
-    cluster, cache, scheduler = build_simulation(manifests, conf=conf_of(None), setup=setup)
+    cluster, cache, scheduler = build_simulation(manifests, conf=conf_of(conf), setup=setup)
     result = SimulationResult(cluster=cluster)
     cluster.take_changes()
     while result.cycles < max_cycles:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from plugins import gang as gang_module
 from plugins.drf import Drf, dominant_share
 from plugins.gang import Gang
-from plugins.proportion import Proportion
+from plugins.proportion import Proportion, ProportionArgs
 from scheduler.api.job import JobInfo
 from scheduler.api.podgroup import (
     PHASE_INQUEUE,
@@ -186,7 +186,7 @@ def test_queue_totals_match_task_by_task_sums(seed: int) -> None:
             if demand is not None:
                 expected_inqueue[job.queue].add(demand)
             expected_elastic[job.queue].add(job.elastic_resources())
-    proportion = Proportion(NoArgs())
+    proportion = Proportion(ProportionArgs())
     proportion.on_session_open(session)
     for uid, attr in proportion.attrs.items():
         assert attr.allocated == expected_allocated[uid]
