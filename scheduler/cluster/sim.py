@@ -23,7 +23,11 @@ from scheduler.api.task import GROUP_NAME_ANNOTATION
 from scheduler.cache.dra import DRA_KINDS
 from scheduler.cache.interface import BindError, ObjectRef, WriteError
 from scheduler.cluster.manifests import Manifest
-from scheduler.cluster.simdra import create_template_claims, release_pod_claims
+from scheduler.cluster.simdra import (
+    create_template_claims,
+    release_pod_claims,
+    report_binding_conditions,
+)
 from scheduler.framework.close import rfc3339
 
 __all__ = ["ConflictError", "SimClock", "SimCluster"]
@@ -94,6 +98,9 @@ class SimCluster:
     """Writes that altered an object, since the last :meth:`take_changes`."""
     node_side_hooks: list[NodeSideHook] = field(default_factory=list)
     listener: Callable[[str, str, Mapping[str, Any]], None] | None = None
+    drivers_ready: bool = True
+    """The simulated DRA drivers report every binding condition of an allocated device True as
+    soon as the allocation is written, as a healthy driver does; False leaves them unset."""
     _version: int = 0
     _event_index: dict[tuple[str, str, str, str], Obj] = field(default_factory=dict)
     _now: tuple[float, str] = (float("nan"), "")
@@ -410,6 +417,8 @@ class SimCluster:
                 f"{meta['name']!r}: the object has been modified; please apply your changes "
                 f"to the latest version and try again")
         current["status"] = copy.deepcopy(dict(claim.get("status") or {}))
+        if self.drivers_ready:
+            report_binding_conditions(current["status"])
         self._modified(current)
         return copy.deepcopy(current)
 

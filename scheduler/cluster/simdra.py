@@ -89,3 +89,25 @@ def release_pod_claims(claims: Mapping[str, Obj], pod: Obj, *,
             status.pop("allocation", None)
         claim["status"] = status
         modify(claim)
+
+
+def report_binding_conditions(status: dict[str, Any]) -> None:
+    """What a driver does once a device with ``bindingConditions`` is allocated: its entry in
+    ``status.devices`` gets each of those conditions True (kube-scheduler's PreBind waits for
+    them). The simulated cluster has no driver of its own, so it reports them itself; entries
+    the claim already has are left as they are."""
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    devices = status.setdefault("devices", []) if any(
+        r.get("bindingConditions") for r in results) else None
+    if devices is None:
+        return
+    known = {(d.get("driver"), d.get("pool"), d.get("device")) for d in devices}
+    for result in results:
+        wanted = result.get("bindingConditions") or []
+        key = (result.get("driver"), result.get("pool"), result.get("device"))
+        if not wanted or key in known:
+            continue
+        devices.append({"driver": key[0], "pool": key[1], "device": key[2], "conditions": [
+            {"type": kind, "status": "True", "reason": "SimulatedDriver",
+             "message": "reported by the simulated cluster"} for kind in wanted]})
+        known.add(key)

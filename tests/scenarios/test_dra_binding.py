@@ -32,13 +32,15 @@ def _objects() -> list[dict[str, Any]]:
             claim_pod("p", claim="c")]
 
 
-def _run(condition: str | None, *, after_reads: int = 2) -> tuple[Any, list[float]]:
+def _run(condition: str | None, *, after_reads: int = 2,
+         drivers_ready: bool = False) -> tuple[Any, list[float]]:
     """Simulate with the claim's device getting ``condition`` True after ``after_reads``
     reads of the claim by the bind (None: never)."""
     sleeps: list[float] = []
     now = [0.0]
 
     def setup(cluster, cache):  # type: ignore[no-untyped-def]
+        cluster.drivers_ready = drivers_ready  # False: conditions come from the reads only
         writer = _Writer(cluster, cluster.update_resource_claim_status)
         reads = [0]
 
@@ -98,3 +100,15 @@ def test_binding_conditions_never_true_time_out() -> None:
     assert sum(sleeps) >= 10.0
     messages = [e["message"] for e in run.events("FailedScheduling")]
     assert any("claim c binding timeout" in m for m in messages), messages
+
+
+def test_the_simulated_drivers_report_the_conditions_and_the_pod_binds_at_once() -> None:
+    """``lahar simulate`` has no driver to set the conditions; its cluster reports them True
+    when the allocation is written (as a healthy driver does), so the bind does not wait."""
+    run, sleeps = _run(None, drivers_ready=True)
+    assert run.node_of("p") == "n0"
+    assert sleeps == []
+    claim = run.cluster.objects["ResourceClaim"]["default/c"]
+    device = claim["status"]["devices"][0]
+    assert device["conditions"][0]["type"] == READY
+    assert device["conditions"][0]["status"] == "True"
