@@ -17,19 +17,21 @@ the old view as the API asks of drivers): an existing slice is replaced with its
 ``resourceVersion``, a missing one created, and then slices the pool no longer needs are
 deleted. A 409 or a slice created meanwhile restarts the step from a fresh list (three tries).
 The Node's UID is read once for the slices' owner reference; a Node the server does not have
-leaves the slices unowned (logged). API errors propagate as
-:class:`~scheduler.cluster.kube.client.ApiError` for the caller to log and retry.
+leaves the slices unowned (logged). API errors propagate (the client's error, with the HTTP
+``status``) for the caller to log and retry. The client is anything with the project's
+``request_json`` (:class:`~scheduler.cluster.kube.client.KubeClient`); this module, as all of
+``scheduler.devices``, does not import the cluster layer.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
 
 import structlog
 
-from scheduler.cluster.kube.client import ApiError, KubeClient, object_path
 from scheduler.devices.node.dra.devices import DRA_MODES, MigLayout
 from scheduler.devices.node.dra.slices import DEFAULT_DRIVER, PoolSpec, build_slices
 from scheduler.devices.node.inventory import Inventory
@@ -40,6 +42,24 @@ log = structlog.get_logger("lahar.nodeagent.dra")
 
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 _TRIES = 3
+
+
+class SliceClient(Protocol):
+    """The API calls of the publisher; errors carry the HTTP ``status``."""
+
+    def request_json(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                     body: Any = None) -> dict[str, Any]: ...
+
+
+def object_path(prefix: str, plural: str, *, name: str = "") -> str:
+    """``prefix/plural[/name]``, the name escaped."""
+    return "/".join([prefix.rstrip("/"), plural, *([quote(name, safe="")] if name else [])])
+
+
+def _status(exc: Exception) -> int | None:
+    """The HTTP status of an API error; None for anything else (re-raised as it is)."""
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
 
 
 def _without_generation(obj: dict[str, Any]) -> tuple[str, Any, Any]:
@@ -63,7 +83,7 @@ def _without_generation(obj: dict[str, Any]) -> tuple[str, Any, Any]:
 class SlicePublisher:
     """The node's pool on the API server (see the module docstring for the calls)."""
 
-    def __init__(self, client: KubeClient, *, node_name: str, driver: str = DEFAULT_DRIVER,
+    def __init__(self, client: SliceClient, *, node_name: str, driver: str = DEFAULT_DRIVER,
                  mode: str = "exclusive", device_taints: bool = False) -> None:
         if mode not in DRA_MODES:
             raise ValueError(f"DRA mode {mode!r}: must be one of {', '.join(DRA_MODES)}")
@@ -94,8 +114,8 @@ class SlicePublisher:
             "fieldSelector": f"spec.nodeName={self.node_name},spec.driver={self.driver}"}
         try:
             found = self.client.request_json("GET", self._path(), query=query)
-        except ApiError as exc:
-            if exc.status != 400 or self._unselectable:
+        except Exception as exc:
+            if _status(exc) != 400 or self._unselectable:
                 raise
             self._unselectable = True
             return self.list_own()
@@ -109,8 +129,8 @@ class SlicePublisher:
                 node = self.client.request_json("GET", object_path("/api/v1", "nodes",
                                                                    name=self.node_name))
                 self._node_uid = str((node.get("metadata") or {}).get("uid") or "")
-            except ApiError as exc:
-                if exc.status != 404:
+            except Exception as exc:
+                if _status(exc) != 404:
                     raise
                 log.warning("dra_slices_unowned", node=self.node_name,
                             reason="the API server has no such Node")
@@ -157,8 +177,8 @@ class SlicePublisher:
     def _delete(self, name: str) -> bool:
         try:
             self.client.request_json("DELETE", self._path(name))
-        except ApiError as exc:
-            if exc.status == 404:
+        except Exception as exc:
+            if _status(exc) == 404:
                 return False
             raise
         return True
@@ -180,8 +200,8 @@ class SlicePublisher:
                 return False
             try:
                 self._write(current, desired)
-            except ApiError as exc:
-                if exc.status != 409 or attempt == _TRIES - 1:
+            except Exception as exc:
+                if _status(exc) != 409 or attempt == _TRIES - 1:
                     raise
                 continue
             self.generation = top + 1
