@@ -126,8 +126,10 @@ class RunningScheduler:
         return self.outcome[0]
 
     def stop(self) -> int:
+        """Stop and wait: a stop may spend up to 10 s flushing binds and status writes (the
+        documented bound without leader election), so the wait allows for that and more."""
         self.stopped.set()
-        return self.wait_exit()
+        return self.wait_exit(timeout=30.0)
 
 
 def record_cycles(monkeypatch: Any, *, cycle: float = 0.0) -> list[tuple[float, float]]:
