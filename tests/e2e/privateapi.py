@@ -19,7 +19,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tests.e2e.processes import free_port
@@ -65,13 +65,16 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def private_apiserver(workdir: Path, *, extra_flags: list[str],
+def private_apiserver(workdir: Path, *, extra_flags: list[str], etcd_flags: Sequence[str] = (),
+                      ports: tuple[int, int, int] | None = None,
                       timeout: float = 90.0) -> Iterator[str]:
-    """Start etcd and kube-apiserver with ``extra_flags``; yield a kubeconfig for them."""
+    """Start etcd (with ``etcd_flags``) and kube-apiserver (with ``extra_flags``); yield a
+    kubeconfig for them. ``ports``: etcd's client and peer ports and the API server's secure
+    port (default: free ones)."""
     home = realk8s_home()
     pki = home / "pki"
     token = (pki / "tokens.csv").read_text().split(",")[0].strip()
-    client, peer, secure = free_port(), free_port(), free_port()
+    client, peer, secure = ports or (free_port(), free_port(), free_port())
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "etcd").mkdir(mode=0o700, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD_")}
@@ -86,7 +89,7 @@ def private_apiserver(workdir: Path, *, extra_flags: list[str],
                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
                 "--initial-cluster", f"private=http://127.0.0.1:{peer}",
                 "--initial-cluster-state", "new", "--logger", "zap", "--log-outputs", "stderr",
-                "--log-level", "warn"], stdout=log, stderr=log, env=env,
+                "--log-level", "warn", *etcd_flags], stdout=log, stderr=log, env=env,
                 start_new_session=True))
         with open(workdir / "kube-apiserver.log", "wb") as log:
             started.append(subprocess.Popen([
