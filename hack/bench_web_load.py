@@ -13,6 +13,7 @@ figure is the median all-bound time of each and their difference in percent.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import statistics
 import subprocess
@@ -37,8 +38,36 @@ from tests.apiserver import ApiServerDouble  # noqa: E402
 PATHS = ("/api/overview", "/api/jobs", "/", "/jobs", "/queues", "/nodes")
 
 
-def readers(url: str, clients: int, every: float) -> int:
-    """The readers' process: ``clients`` threads polling until killed."""
+def readers(url: str, clients: int, every: float, naive: bool) -> int:
+    """The readers' process: ``clients`` threads polling until killed.
+
+    Each reader is a browser tab: one kept-alive connection, ``Accept-Encoding: gzip``, and
+    ``If-None-Match`` with the ETag it last got, as a browser's ``fetch`` sends for an answer
+    marked ``Cache-Control: no-cache``. ``naive`` readers open a connection per request and
+    take every body whole (urllib's way), the worst case for the server."""
+    host, _, port = url.removeprefix("http://").partition(":")
+
+    def browser(index: int) -> None:
+        n = index
+        tags: dict[str, str] = {}
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        while True:
+            path = PATHS[n % len(PATHS)]
+            headers = {"Accept-Encoding": "gzip, deflate, br"}
+            if path in tags:
+                headers["If-None-Match"] = tags[path]
+            try:
+                conn.request("GET", path, headers=headers)
+                reply = conn.getresponse()
+                reply.read()
+                if reply.getheader("ETag"):
+                    tags[path] = reply.getheader("ETag", "")
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection(host, int(port), timeout=10)
+            n += 1
+            time.sleep(every)
+
     def poll(index: int) -> None:
         n = index
         while True:
@@ -51,12 +80,12 @@ def readers(url: str, clients: int, every: float) -> int:
             time.sleep(every)
 
     for i in range(clients):
-        threading.Thread(target=poll, args=(i,), daemon=True).start()
+        threading.Thread(target=poll if naive else browser, args=(i,), daemon=True).start()
     while True:
         time.sleep(3600)
 
 
-def burst(*, nodes: int, pods: int, clients: int, every: float) -> float:
+def burst(*, nodes: int, pods: int, clients: int, every: float, naive: bool = False) -> float:
     api = ApiServerDouble()
     api.start()
     for i in range(nodes):
@@ -75,7 +104,8 @@ def burst(*, nodes: int, pods: int, clients: int, every: float) -> float:
     while publisher.ask() is None:
         time.sleep(0.05)
     reader = (subprocess.Popen([sys.executable, __file__, "--readers", server.url,
-                                "--clients", str(clients), "--every", str(every)])
+                                "--clients", str(clients), "--every", str(every),
+                                *(["--naive"] if naive else [])])
               if clients else None)
     try:
         time.sleep(1.0)  # readers connected
@@ -112,17 +142,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--every", type=float, default=0.5)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--naive", action="store_true",
+                        help="readers open a connection per request and take no gzip or 304")
     parser.add_argument("--readers", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.readers:
-        return readers(args.readers, args.clients, args.every)
+        return readers(args.readers, args.clients, args.every, args.naive)
     quiet, loaded = [], []
     for _ in range(args.rounds):
         quiet.append(burst(nodes=args.nodes, pods=args.pods, clients=0, every=args.every))
         loaded.append(burst(nodes=args.nodes, pods=args.pods, clients=args.clients,
-                            every=args.every))
+                            every=args.every, naive=args.naive))
     q, lo = statistics.median(quiet), statistics.median(loaded)
     print(json.dumps({"pods": args.pods, "nodes": args.nodes, "clients": args.clients,
+                      "readers": "naive" if args.naive else "browser",
                       "every_seconds": args.every, "quiet_seconds": [round(x, 2) for x in quiet],
                       "loaded_seconds": [round(x, 2) for x in loaded],
                       "change_percent": round((lo - q) / q * 100, 1)}, indent=1))

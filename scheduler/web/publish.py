@@ -4,7 +4,10 @@
 few floats in a 15-minute ring); it builds a new :class:`~scheduler.web.view.View` only when a
 reader asked for one within :attr:`Publisher.interest_seconds` (or when told to build always,
 as ``simulate --html`` is), at most once per :attr:`Publisher.min_interval`, so a scheduler
-nobody watches pays nothing for its web view and a watched one pays once a second. The
+nobody watches pays nothing for its web view and a watched one pays once a second. A build
+also waits until the loop has run for its cost divided by :attr:`Publisher.budget` since the
+last one, so on a large cluster, where a build takes longer, the view is refreshed less often
+but never takes more than that share of the loop's time (2 %: a 40 ms build waits 2 s). The
 view is swapped in with one reference assignment: readers on other threads take
 :meth:`Publisher.current` and never see a half-built picture.
 """
@@ -42,8 +45,13 @@ class Publisher:
     """Keeps the latest :class:`View` and the recent cycle history (thread-safe reads)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time, always: bool = False,
-                 interest_seconds: float = 30.0, min_interval: float = 1.0) -> None:
+                 interest_seconds: float = 30.0, min_interval: float = 1.0,
+                 budget: float = 0.02, timer: Callable[[], float] = time.perf_counter) -> None:
         self.clock = clock
+        self.timer = timer
+        """Measures a build's duration (the loop's time it took)."""
+        self.budget = budget
+        """The share of the loop's time the builds may take (not applied when ``always``)."""
         self.always = always
         self.interest_seconds = interest_seconds
         self.min_interval = min_interval
@@ -74,15 +82,16 @@ class Publisher:
         now = self.clock()
         self.cycles += 1
         view = None
-        due = self._view is None or now - self._view.built_at >= self.min_interval
+        due = self._view is None or now - self._view.built_at >= max(
+            self.min_interval, self.last_build_seconds / self.budget)
         if self.always or (due and now - self._asked <= self.interest_seconds):
-            started = time.perf_counter()
+            started = self.timer()
             try:
                 data = build_view(session, now=now, memo=self._memo)
             except Exception:  # the web view never stops the scheduler
                 _log.exception("building the web view failed")
                 return
-            self.last_build_seconds = time.perf_counter() - started
+            self.last_build_seconds = self.timer() - started
             metrics.VIEW_BUILD.set(self.last_build_seconds)
             view = View(cycle=self.cycles, built_at=now, build_seconds=self.last_build_seconds,
                         data=data)
