@@ -199,13 +199,13 @@ def test_a_gangs_claims_are_allocated_by_lahar_run_and_prepared(node: Node) -> N
 
 
 def test_two_shared_gpu_pods_share_one_card_within_its_memory(node: Node) -> None:
-    """Two pods whose claims ask the shared class for 6Gi/30 and 10Gi/60 of a card (memory
-    and cores; HAMi's policy gives a request that names no cores all 100): both land on one
-    card, and the HAMi-core limits of their CDI specs are their shares, which add up to no
-    more than the card's memory."""
+    """Two pods whose claims ask the shared class for 6Gi and 10Gi of a card's memory, with 60
+    cores and with none (HAMi's request policy gives a request that names no cores all 100 of
+    them; 0 leaves the share unthrottled): both land on one card, and the HAMi-core limits of
+    their CDI specs are their shares, which add up to no more than the card's memory."""
     case = node.case
     devices = node.devices()
-    shares = {"infer-a": ("6Gi", "30"), "infer-b": ("10Gi", "60")}
+    shares = {"infer-a": ("6Gi", "60"), "infer-b": ("10Gi", "0")}
     for pod, (memory, cores) in shares.items():
         spec = one_device("shared-gpu.lahar.dev", memory)
         spec["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["cores"] = cores

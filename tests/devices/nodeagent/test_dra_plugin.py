@@ -176,6 +176,21 @@ def test_shared_gpu_gets_hami_core_limits_from_consumed_capacity(node: Node) -> 
     assert sorted(env_a) == sorted(f"{k}={v}" for k, v in envs.items())
 
 
+def test_a_share_of_no_cores_is_prepared_unthrottled(node: Node) -> None:
+    """The shared card's ``cores`` request policy starts at 0 (HAMi's
+    ``HAMiGpuInfo.GetDevice``: ``ValidRange.Min`` 0), so an allocator gives a claim asking
+    ``cores: 0`` a share; HAMi's driver (``hami_core.go`` ``GetCDIContainerEdits``) passes the
+    consumed value on and HAMi-core reads ``CUDA_DEVICE_SM_LIMIT`` 0 as no limit
+    (``rate_limiter`` in ``multiprocess_utilization_watcher.c``). Out of the range it is refused."""
+    share = node.claims.add("z", [result("gpu-0", memory="2Gi", cores="0")])
+    answer = node.kubelet.prepare(share)["uid-z"]
+    assert answer.error == ""
+    env = node.spec("uid-z")["devices"][0]["containerEdits"]["env"]
+    assert "CUDA_DEVICE_SM_LIMIT=0" in env and "CUDA_DEVICE_MEMORY_LIMIT_0=2048m" in env
+    over = node.claims.add("o", [result("gpu-0", memory="2Gi", cores="101")])
+    assert "cores 101 is not a percentage in 0..100" in node.kubelet.prepare(over)["uid-o"].error
+
+
 def test_mig_and_rdma_claims(node: Node) -> None:
     """MIG: the instance's UUID visible, the parent's node; RDMA: rdma_cm + uverbs (koordlet
     ``hooks/rdma/rdma.go``), a VF by its position."""

@@ -18,7 +18,8 @@ What a device gives (one CDI device per result, :mod:`.cdispec`):
   driver's model): HAMi-core's environment and mounts with the values the vGPU device-plugin
   path gives (:func:`~scheduler.devices.node.allocate.hami_core_edits`): the consumed
   ``memory`` as ``CUDA_DEVICE_MEMORY_LIMIT_<i>`` (MiB), the consumed ``cores`` as
-  ``CUDA_DEVICE_SM_LIMIT`` (100 when not consumed), the shared cache, ``LD_PRELOAD`` through
+  ``CUDA_DEVICE_SM_LIMIT`` (100 when not consumed; 0, which the published request policy
+  allows, HAMi-core reads as no limit), the shared cache, ``LD_PRELOAD`` through
   ``/etc/ld.so.preload`` and the cache directory ``<hook>/vgpu/containers/claim_<UID>``;
 * a MIG instance: the parent's device node and the instance's capability nodes, and
   ``NVIDIA_VISIBLE_DEVICES=<MIG UUID>``;
@@ -100,8 +101,8 @@ def _cores(value: object, *, where: str) -> int:
         cores = int(parse_quantity(str(value)))
     except (QuantityError, ValueError) as exc:
         raise PrepareError(f"{where}: bad cores quantity {value!r}: {exc}") from None
-    if not 0 < cores <= 100:
-        raise PrepareError(f"{where}: cores {cores} is not a percentage in 1..100")
+    if not 0 <= cores <= 100:  # the request policy's range; 0 is no limit to HAMi-core
+        raise PrepareError(f"{where}: cores {cores} is not a percentage in 0..100")
     return cores
 
 
