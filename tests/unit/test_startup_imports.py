@@ -138,3 +138,37 @@ def test_a_family_switched_on_is_imported_with_its_conf(switch: str, module: str
     code = code.replace("import sys\n", "import sys\nfrom scheduler.devices.registry import "
                         "DEVICES as REGISTRY\n")
     assert _python(code) == module
+
+
+def test_the_collector_is_off_while_the_conf_loads_and_on_again_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the conf imports hundreds of modules whose objects all live on; full
+    collections set off meanwhile would only walk them again and again. The collector is
+    back on afterwards (the sync turns it off again, then freezes what it loaded)."""
+    import gc
+    import threading
+
+    import scheduler.conf
+    from scheduler.cluster.kube.run import run_main
+    from scheduler.commands.cli import build_parser
+
+    load_conf = scheduler.conf.load_conf
+    collecting: list[bool] = []
+
+    def watched(*args: object, **kwargs: object) -> object:
+        collecting.append(gc.isenabled())
+        return load_conf(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scheduler.conf, "load_conf", watched)
+    args = build_parser("run").parse_args(
+        ["run", "--master", "http://127.0.0.1:9", "--leader-elect=false"])
+    stop = threading.Event()
+    stop.set()  # load the conf, then stop before connecting
+    codes: list[int] = []
+    assert gc.isenabled()
+    worker = threading.Thread(target=lambda: codes.append(run_main(args, stop=stop)))
+    worker.start()
+    worker.join(60)
+    assert codes == [0]
+    assert collecting == [False]
+    assert gc.isenabled()

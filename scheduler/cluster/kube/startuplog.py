@@ -3,8 +3,9 @@
 One log line after the first scheduling cycle (``start-up``) names the seconds from the
 process start (the kernel's record of it, so the interpreter's own start and every import
 count) to: the API server answering, the first LISTs sent, the caches synced, the first cycle
-done. That is what a restart costs before binds resume, and which part of it is imports,
-network or the first cycle.
+done; and the process's CPU seconds by then (on a busy host the wall time stretches with the
+CPU share, the CPU does not). That is what a restart costs before binds resume, and which part
+of it is imports, network or the first cycle.
 """
 
 from __future__ import annotations
@@ -52,4 +53,5 @@ class StartupTimes:
             return
         self.reported = True
         log.info("start-up", seconds_since_process_start=self.marks,
+                 cpu_seconds=round(time.process_time(), 3),
                  **({} if self.known else {"origin": "first mark (no /proc)"}))
