@@ -11,10 +11,12 @@ the watch's start version) as before.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 
+import pytest
 from kube_helpers import Recorder, RunningScheduler, make_node, make_pod, wait_until
 
 from scheduler.cluster.kube.client import KubeClient
@@ -187,3 +189,38 @@ def test_the_start_up_line_counts_from_the_process_start() -> None:
     marks = logs[0]["seconds_since_process_start"]
     assert list(marks) == ["lists_sent", "synced"]
     assert age - 0.6 <= marks["lists_sent"] <= marks["synced"] - 0.5 + 0.01
+
+
+def test_a_standby_drops_the_early_pages_and_lists_again_once_it_leads(
+        apiserver: ApiServerDouble, scheduler_runs: list[RunningScheduler],
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A replica waiting for the Lease does not hold a copy of the cluster: its early pages
+    go after ``FIRST_LISTS_KEPT`` seconds, and when it leads it sends the first LISTs again
+    (before importing the cache and the loop, as at a start)."""
+    import scheduler.cluster.kube.run as run_module
+    from scheduler.cluster.kube.leader import micro_time
+
+    monkeypatch.setattr(run_module, "FIRST_LISTS_KEPT", 0.05)
+    apiserver.create("coordination.k8s.io/v1/leases", {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "volcano", "namespace": "volcano-system"},
+        "spec": {"holderIdentity": "gone_0", "leaseDurationSeconds": 1,
+                 "renewTime": micro_time(0.0), "leaseTransitions": 1}})
+    apiserver.create("v1/nodes", make_node("n1"))
+    apiserver.create("scheduling.volcano.sh/v1beta1/podgroups", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg1", "namespace": "team"},
+        "spec": {"minMember": 1, "queue": "default"}})
+    apiserver.create("v1/pods", make_pod("p1", namespace="team", group="pg1"))
+    run = RunningScheduler("--master", apiserver.url, "--leader-elect=true",
+                           "--leader-elect-retry-period=200ms", "--schedule-period=50ms")
+    scheduler_runs.append(run)
+    wait_until(lambda: (apiserver.get("v1/pods", "team/p1") or {})
+               .get("spec", {}).get("nodeName") == "n1", timeout=20.0, message="bind")
+    assert len(lists_of(apiserver, r"/api/v1/pods$")) == 2  # dropped, then sent again
+    assert run.stop() == 0
+    captured = capfd.readouterr()
+    lines = [json.loads(line) for line in (captured.out + captured.err).splitlines()
+             if '"start-up"' in line]
+    marks = lines[0]["seconds_since_process_start"]
+    assert marks["leading"] <= marks["lists_sent"] <= marks["imported"]

@@ -524,8 +524,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     times.mark("leading")
     # The first LISTs go out before the scheduler core is imported (most of a start's CPU),
     # so that the API server answers while this process imports; ``run_main`` sent them
-    # already, while the conf loaded.
-    if first_lists is None:
+    # already, while the conf loaded (unless they were dropped while the Lease was waited for).
+    if first_lists is None or not len(first_lists):
         first_lists = send_first_lists(client, resources_watched(args))
     times.mark("lists_sent", at=first_lists.sent_at)
     from scheduler.cache.cache import SchedulerCache
