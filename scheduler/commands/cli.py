@@ -17,22 +17,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler.cluster.kube.volcano_flags import VersionAction, installed_version
+
 __all__ = ["COMMANDS", "build_parser", "main", "version"]
 
 
 def version() -> str:
     """The installed distribution's version (the source tree's when run uninstalled)."""
-    try:
-        return importlib.metadata.version("lahar")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
+    return installed_version()
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +192,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="A Volcano-style batch scheduler "
         "for Kubernetes with GPU/RDMA/FPGA device sharing.",
     )
-    parser.add_argument("--version", action="version", version=f"lahar {version()}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
         _require(command)

@@ -3,7 +3,11 @@
 Which families exist is configuration: :func:`enabled_families` turns a :class:`DeviceConfig`
 into family objects, and the helpers below derive the cache's options from them (the builder of
 ``NodeInfo.others``, the resource names the generic model ignores, the per-node dimensions the
-node table keeps). Nothing registers itself at import time.
+node table keeps). Nothing registers itself at import time, and a family's module is imported
+only when the conf switches it on: the fine-grained family alone (numpy columns, placement
+policies) is a sixth of the imports ``lahar run`` makes before its first cycle, and a
+cluster without devices never needs it. Switching families needs a restart (the cache is built
+with them), so importing at build time loses nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +18,6 @@ from typing import Any
 
 from scheduler.api.node import NodeInfo
 from scheduler.devices.base import DeviceConfig, DeviceFamily, Reporter
-from scheduler.devices.finegrained.family import FineGrainedFamily
-from scheduler.devices.gpushare import GpuShareFamily
-from scheduler.devices.vgpu_family import VGpuFamily
 
 __all__ = ["DEVICES", "FamilyEntry", "NodeDevicesBuilder", "enabled_families"]
 
@@ -29,16 +30,29 @@ class FamilyEntry:
     build: Callable[[DeviceConfig, Reporter], DeviceFamily]
 
 
+def _gpushare(config: DeviceConfig, reporter: Reporter) -> DeviceFamily:
+    from scheduler.devices.gpushare import GpuShareFamily
+
+    return GpuShareFamily(config, reporter)
+
+
+def _vgpu(config: DeviceConfig, reporter: Reporter) -> DeviceFamily:
+    from scheduler.devices.vgpu_family import VGpuFamily
+
+    return VGpuFamily(config, reporter)
+
+
+def _finegrained(config: DeviceConfig, reporter: Reporter) -> DeviceFamily:
+    from scheduler.devices.finegrained.family import FineGrainedFamily
+
+    return FineGrainedFamily(config, reporter)
+
+
 DEVICES: dict[str, FamilyEntry] = {
-    GpuShareFamily.NAME: FamilyEntry(
-        enabled=lambda config: config.gpu_sharing or config.gpu_number,
-        build=lambda config, reporter: GpuShareFamily(config, reporter)),
-    VGpuFamily.NAME: FamilyEntry(
-        enabled=lambda config: config.vgpu,
-        build=lambda config, reporter: VGpuFamily(config, reporter)),
-    FineGrainedFamily.NAME: FamilyEntry(
-        enabled=lambda config: config.finegrained,
-        build=lambda config, reporter: FineGrainedFamily(config, reporter)),
+    "GpuShare": FamilyEntry(enabled=lambda config: config.gpu_sharing or config.gpu_number,
+                            build=_gpushare),
+    "hamivgpu": FamilyEntry(enabled=lambda config: config.vgpu, build=_vgpu),
+    "FineGrained": FamilyEntry(enabled=lambda config: config.finegrained, build=_finegrained),
 }
 """Device family name (the key in ``NodeInfo.others``) → its registry entry."""
 
@@ -61,8 +75,9 @@ class NodeDevicesBuilder:
         out: dict[str, Any] = {}
         for family in self.families:
             devices: Any
-            if isinstance(family, FineGrainedFamily):
-                devices = family.build(node, device_object)
+            if family.NAME == "FineGrained":  # the one family fed the Device object
+                build: Any = family.build
+                devices = build(node, device_object)
             else:
                 devices = family.build(node)
             if devices is not None:

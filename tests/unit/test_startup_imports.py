@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
@@ -56,3 +58,117 @@ def test_cel_python_is_loaded_at_the_first_selector_not_at_import() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "True", "True"]
+
+
+# -- ``lahar run`` up to its first LISTs ---------------------------------------------------------
+# kube-scheduler starts its informers before its framework runs (cmd/kube-scheduler/app/
+# server.go, ``Run``); Lahar sends the first LISTs (scheduler/cluster/kube/firstlist.py) before
+# it imports the scheduler core, so nothing on the path to them may import that core.
+
+HEAVY = ("numpy", "scheduler.conf", "scheduler.framework.session", "scheduler.cache.cache",
+         "scheduler.loop", "actions", "scheduler.devices.dra.allocator",
+         "scheduler.devices.gpushare", "scheduler.devices.vgpu_family",
+         "scheduler.devices.finegrained.family")
+
+RUN_PATH = """
+import sys
+from scheduler.commands.cli import build_parser
+args = build_parser("run").parse_args(["run", "--master", "http://127.0.0.1:9"])
+import scheduler.cluster.kube.run
+import scheduler.cluster.kube.firstlist
+print(" ".join(m for m in HEAVY if m in sys.modules) or "none")
+"""
+
+
+def _python(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n" + code], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_run_path_to_the_first_lists_imports_no_scheduler_core() -> None:
+    """Parsing ``lahar run``'s flags and importing its module (connect, leader election,
+    reflectors, first LISTs) import neither numpy nor the conf, framework, cache or any
+    device family: those load while the LISTs are on their way."""
+    assert _python(RUN_PATH) == "none"
+
+
+def test_an_empty_feature_gates_default_imports_no_dra() -> None:
+    """argparse runs the ``--feature-gates`` check on its empty default too."""
+    code = RUN_PATH.replace('"--master"', '"--feature-gates", "", "--master"')
+    assert _python(code) == "none"
+    bad = subprocess.run(
+        [sys.executable, "-m", "scheduler", "run", "--feature-gates", "DRAAdminAccess=maybe"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "DRAAdminAccess=maybe" in bad.stderr
+
+
+FAMILIES = """
+import sys
+from scheduler.conf import load_conf, parse_conf
+from scheduler.deviceconf import device_support
+FAMILY_MODULES = ("scheduler.devices.gpushare", "scheduler.devices.vgpu_family",
+                  "scheduler.devices.finegrained.family")
+device_support(load_conf(None))
+print(" ".join(m for m in FAMILY_MODULES if m in sys.modules) or "none")
+"""
+
+
+def test_the_default_conf_imports_no_device_family() -> None:
+    """The registry (scheduler/devices/registry.py) imports a family when the conf switches
+    it on: the built-in conf switches none on."""
+    assert _python(FAMILIES) == "none"
+
+
+@pytest.mark.parametrize(("switch", "module"), [
+    ("deviceshare.GPUSharingEnable", "scheduler.devices.gpushare"),
+    ("deviceshare.GPUNumberEnable", "scheduler.devices.gpushare"),
+    ("deviceshare.VGPUEnable", "scheduler.devices.vgpu_family"),
+    ("deviceshare.FineGrainedDeviceEnable", "scheduler.devices.finegrained.family"),
+], ids=["gpu-share", "gpu-number", "vgpu", "finegrained"])
+def test_a_family_switched_on_is_imported_with_its_conf(switch: str, module: str) -> None:
+    code = FAMILIES.replace(
+        "device_support(load_conf(None))",
+        "conf = parse_conf('actions: \"allocate\"\\ntiers:\\n- plugins:\\n  - name: gang\\n"
+        f"  - name: deviceshare\\n    arguments: {{{switch}: true}}\\n')\n"
+        "families = device_support(conf).families\n"
+        "assert [f.NAME for f in families] == [n for n, e in REGISTRY.items()"
+        " if e.enabled(families[0].config)], families")
+    code = code.replace("import sys\n", "import sys\nfrom scheduler.devices.registry import "
+                        "DEVICES as REGISTRY\n")
+    assert _python(code) == module
+
+
+def test_the_collector_is_off_while_the_conf_loads_and_on_again_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the conf imports hundreds of modules whose objects all live on; full
+    collections set off meanwhile would only walk them again and again. The collector is
+    back on afterwards (the sync turns it off again, then freezes what it loaded)."""
+    import gc
+    import threading
+
+    import scheduler.conf
+    from scheduler.cluster.kube.run import run_main
+    from scheduler.commands.cli import build_parser
+
+    load_conf = scheduler.conf.load_conf
+    collecting: list[bool] = []
+
+    def watched(*args: object, **kwargs: object) -> object:
+        collecting.append(gc.isenabled())
+        return load_conf(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scheduler.conf, "load_conf", watched)
+    args = build_parser("run").parse_args(
+        ["run", "--master", "http://127.0.0.1:9", "--leader-elect=false"])
+    stop = threading.Event()
+    stop.set()  # load the conf, then stop before connecting
+    codes: list[int] = []
+    assert gc.isenabled()
+    worker = threading.Thread(target=lambda: codes.append(run_main(args, stop=stop)))
+    worker.start()
+    worker.join(60)
+    assert codes == [0]
+    assert collecting == [False]
+    assert gc.isenabled()

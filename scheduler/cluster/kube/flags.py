@@ -41,7 +41,11 @@ def parse_duration(text: str) -> float:
 
 
 def feature_gates(text: str) -> str:
-    """``--feature-gates``: checked as kube-scheduler checks it (known names, true/false)."""
+    """``--feature-gates``: checked as kube-scheduler checks it (known names, true/false).
+    argparse passes the empty default through here too: nothing to check there, and the DRA
+    package (its allocator, a tenth of a second of imports) stays unloaded."""
+    if not text.strip():
+        return text
     from scheduler.framework.draapi import parse_feature_gates
 
     try:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.cluster.kube.client import KubeClient, QueryValue, object_path
+from scheduler.cluster.kube.firstlist import PAGE_SIZE, FirstList, first_page_query
 from scheduler.cluster.kube.retry import status_of
 from scheduler.cluster.kube.transport import Response
 
@@ -155,9 +156,13 @@ class Reflector:
     """Mirrors one collection into ``handler`` calls; run it with :meth:`start`."""
 
     def __init__(self, *, client: KubeClient, resource: ResourceSpec, handler: Handler,
-                 page_size: int = 500, watch_timeout: int = 300, backoff_initial: float = 0.5,
-                 backoff_max: float = 30.0, missing_recheck: float = 300.0,
-                 rng: random.Random | None = None) -> None:
+                 page_size: int = PAGE_SIZE, watch_timeout: int = 300,
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0,
+                 missing_recheck: float = 300.0, rng: random.Random | None = None,
+                 first_page: FirstList | None = None) -> None:
+        """``first_page``: this collection's first page, already sent
+        (:mod:`~scheduler.cluster.kube.firstlist`); taken in place of the first request when
+        it was sent with the same query, as if the reflector had sent it."""
         self.client = client
         self.resource = resource
         self.handler = handler
@@ -172,6 +177,7 @@ class Reflector:
         self._synced = threading.Event()
         self._response: Response | None = None
         self._response_lock = threading.Lock()
+        self._first_page = first_page
         self.lists = 0
         """How many complete LISTs were done (re-lists included)."""
 
@@ -248,14 +254,21 @@ class Reflector:
         token: str | None = None
         version = ""
         while True:
-            query: dict[str, QueryValue] = {
-                "limit": self.page_size, "continue": token,
-                # A continued page may not name a version; the first may take the cache's.
-                "resourceVersion": None if consistent or token is not None else "0",
-                "labelSelector": self.resource.label_selector,
-                "fieldSelector": self.resource.field_selector}
+            query: dict[str, QueryValue]
+            if token is None and not consistent:  # the first page may take the cache's version
+                query = first_page_query(limit=self.page_size,
+                                         label_selector=self.resource.label_selector,
+                                         field_selector=self.resource.field_selector)
+            else:  # a continued page may not name a version
+                query = {"limit": self.page_size, "continue": token, "resourceVersion": None,
+                         "labelSelector": self.resource.label_selector,
+                         "fieldSelector": self.resource.field_selector}
+            sent, self._first_page = self._first_page, None
             try:
-                page = self.client.request_json("GET", self.resource.path, query=query)
+                if sent is not None and sent.path == self.resource.path and sent.query == query:
+                    page = sent.result()
+                else:
+                    page = self.client.request_json("GET", self.resource.path, query=query)
             except Exception as error:
                 status = status_of(error)
                 if status == 404 and self.resource.optional:

@@ -3,8 +3,13 @@
 Start-up order follows ``vc-scheduler``: logging → HTTP endpoints (``/readyz`` false for now) →
 API connection (retried with backoff while the server is unreachable; the process does not
 crash) → leader election (default on) → as leader: writer, cache, reflectors, default queue,
-then the loop. Losing the Lease stops the process with exit code 1 so the pod restarts as a
-standby, as Volcano does. SIGTERM/SIGINT stop gracefully and release the Lease.
+then the loop. Two steps overlap to start faster: the connection, and right after it the
+reflectors' first LISTs (:mod:`~scheduler.cluster.kube.firstlist`), run in a thread while the
+conf loads (which imports the plugins, the framework and numpy), and the cache and loop modules
+are imported only once those LISTs are on their way; a line ``start-up`` logs when each step
+happened (:mod:`~scheduler.cluster.kube.startuplog`). Losing the Lease stops the process with
+exit code 1 so the pod restarts as a standby, as Volcano does. SIGTERM/SIGINT stop gracefully
+and release the Lease.
 
 The loop glue at the bottom (:class:`ConfWatcher`, :func:`write_cache_dump`,
 :func:`schedule_forever`) is the only place that touches the scheduler core's API.
@@ -24,17 +29,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from scheduler.cache.interface import ObjectRef
 from scheduler.cluster.kube.client import KubeClient
-from scheduler.cluster.kube.cyclemetrics import record_cycle
-from scheduler.cluster.kube.discovery import DiscoveryController
+from scheduler.cluster.kube.firstlist import FirstLists, send_first_lists
 from scheduler.cluster.kube.flags import add_run_arguments, normalize
 from scheduler.cluster.kube.leader import LeaderElector, LeaseConfig
-from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.reflector import (
     NODESHARDS,
     RESOURCES,
@@ -44,13 +46,16 @@ from scheduler.cluster.kube.reflector import (
     ResourceSpec,
 )
 from scheduler.cluster.kube.retry import status_of
-from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics, chain
+from scheduler.cluster.kube.startuplog import StartupTimes
 from scheduler.cluster.kube.volcano_flags import not_acted_on
-from scheduler.cluster.kube.writer import KubeClusterWriter
-from scheduler.collector import Collector
 from scheduler.httpserver import HttpServer
 from scheduler.logs import configure_logging
 from scheduler.signals import set_on_signals
+
+if TYPE_CHECKING:  # imported where used: after the first LISTs are on their way
+    from scheduler.cluster.kube.discovery import DiscoveryController
+    from scheduler.cluster.kube.podgroups import PodGroupController
+    from scheduler.cluster.kube.writer import KubeClusterWriter
 
 __all__ = ["ConfWatcher", "Health", "add_run_arguments", "check_api", "run_main",
            "write_cache_dump"]
@@ -100,9 +105,6 @@ class Health:
 
 def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
     """Run the scheduler against a cluster until stopped; returns the process exit code."""
-    from scheduler.conf import ConfError, load_conf
-    from scheduler.deviceconf import with_dra
-
     normalize(args)
     configure_logging(verbosity=args.verbosity, fmt=args.log_format)
     for flag in not_acted_on(args):
@@ -111,32 +113,37 @@ def run_main(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     dump_requested = threading.Event()
     interrupted = _install_signals(stop, dump_requested if args.cache_dumper else None)
     gates = getattr(args, "feature_gates", "")
-    try:
-        conf = with_dra(load_conf(args.scheduler_conf or None), gates)
-    except ConfError as error:
-        log.error("cannot load the scheduler conf; using the built-in default", error=str(error))
-        conf = with_dra(load_conf(None), gates)
     health = Health(leader_elect=args.leader_elect,
                     wedged_after=max(300.0, 10 * args.schedule_period))
     servers = _start_servers(args, health)
-    client = _connect(args, stop, health)
+    # Connecting and the first LISTs run while the conf loads (its plugins and actions import
+    # the scheduling framework and numpy: most of a start's CPU).
+    connecting = _Connecting(args, stop, health)
+    client: KubeClient | None = None
     exit_code = 0
     try:
+        conf = _load_conf(args, gates)
+        client, first_lists = connecting.result()
         if client is None:
             return INTERRUPTED if interrupted.is_set() else 0 if stop.is_set() else 1
+        connected = client
         health.answered()
         threading.Thread(target=_check_api_forever, args=(client, health, stop), daemon=True,
                          name="api-check").start()
 
         def lead(leading: Callable[[], bool]) -> None:
-            schedule_forever(client, args=args, conf=conf, health=health, stop=stop,
-                             dump_requested=dump_requested, leading=leading)
+            schedule_forever(connected, args=args, conf=conf, health=health, stop=stop,
+                             dump_requested=dump_requested, leading=leading,
+                             first_lists=first_lists)
 
         if not args.leader_elect:
             exit_code = _run_until_stopped(lead, stop)
         else:
             exit_code = _run_elected(client, args, lead, health, stop)
     finally:
+        if connecting.running:  # the conf failed to load: end the connection attempt too
+            stop.set()
+            client = connecting.result()[0]
         for server in servers:
             server.stop()
         if client is not None:
@@ -204,6 +211,61 @@ def _start_servers(args: argparse.Namespace, health: Health) -> list[HttpServer]
     return [HttpServer(address, endpoints=endpoints, healthz=health.alive,
                        readyz=health.ready).start()
             for address, endpoints in wanted.items()]
+
+
+def _load_conf(args: argparse.Namespace, gates: str) -> Any:
+    """The conf of ``--scheduler-conf`` (the built-in one when it does not load), with the
+    collector off meanwhile: loading it imports the plugins, the actions, the framework and
+    numpy, hundreds of modules whose objects all live on, and the full collections that
+    allocating them sets off would walk them again and again (about a seventh of the
+    imports' CPU)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        from scheduler.conf import ConfError, load_conf
+        from scheduler.deviceconf import with_dra
+
+        try:
+            return with_dra(load_conf(args.scheduler_conf or None), gates)
+        except ConfError as error:
+            log.error("cannot load the scheduler conf; using the built-in default",
+                      error=str(error))
+            return with_dra(load_conf(None), gates)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+FIRST_LISTS_KEPT = 30.0
+"""Seconds the first LISTs' answers wait for the scheduler to take them (a standby that has not
+won the Lease by then drops them and lists again when it leads)."""
+
+
+class _Connecting:
+    """:func:`_connect` and then the first LISTs (:func:`send_first_lists`), in a thread."""
+
+    def __init__(self, args: argparse.Namespace, stop: threading.Event,
+                 health: Health) -> None:
+        self._outcome: tuple[KubeClient | None, FirstLists | None] = (None, None)
+        self._thread = threading.Thread(target=self._run, args=(args, stop, health),
+                                        daemon=True, name="connect")
+        self._thread.start()
+
+    def _run(self, args: argparse.Namespace, stop: threading.Event, health: Health) -> None:
+        client = _connect(args, stop, health)
+        if client is not None:
+            self._outcome = (client, send_first_lists(client, resources_watched(args),
+                                                      keep_for=FIRST_LISTS_KEPT))
+        else:
+            self._outcome = (None, None)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def result(self) -> tuple[KubeClient | None, FirstLists | None]:
+        self._thread.join()
+        return self._outcome
 
 
 def _connect(args: argparse.Namespace, stop: threading.Event,
@@ -403,6 +465,8 @@ def _known_podgroup(cache: Any, namespace: str, name: str) -> bool:
 
 
 def _report_pod(writer: KubeClusterWriter, pod: Mapping[str, Any], message: str) -> None:
+    from scheduler.cache.interface import ObjectRef
+
     meta = pod.get("metadata") or {}
     involved = ObjectRef(kind="Pod", name=meta.get("name", ""),
                          namespace=meta.get("namespace", "default"), uid=meta.get("uid", ""))
@@ -446,7 +510,8 @@ def resources_watched(args: argparse.Namespace) -> tuple[ResourceSpec, ...]:
 
 def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any, health: Health,
                      stop: threading.Event, dump_requested: threading.Event,
-                     leading: Callable[[], bool] = lambda: True) -> None:
+                     leading: Callable[[], bool] = lambda: True,
+                     first_lists: FirstLists | None = None) -> None:
     """The leader's work: mirror the cluster into the cache and run cycles until ``stop``.
 
     Binds leave from ``--bind-workers`` threads, each only while ``leading()``; status writes
@@ -455,12 +520,27 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     before the Lease is released, and after a lost Lease only within half the time before
     another replica may take it.
     """
+    times = StartupTimes()
+    times.mark("leading")
+    # The first LISTs go out before the scheduler core is imported (most of a start's CPU),
+    # so that the API server answers while this process imports; ``run_main`` sent them
+    # already, while the conf loaded (unless they were dropped while the Lease was waited for).
+    if first_lists is None or not len(first_lists):
+        first_lists = send_first_lists(client, resources_watched(args))
+    times.mark("lists_sent", at=first_lists.sent_at)
     from scheduler.cache.cache import SchedulerCache
+    from scheduler.cluster.kube.cyclemetrics import record_cycle
+    from scheduler.cluster.kube.discovery import DiscoveryController
+    from scheduler.cluster.kube.podgroups import PodGroupController
+    from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics, chain
+    from scheduler.cluster.kube.writer import KubeClusterWriter
+    from scheduler.collector import Collector
     from scheduler.conf import load_conf
     from scheduler.deviceconf import device_support, with_dra
     from scheduler.framework.session import NodeSampling
     from scheduler.loop import Scheduler
 
+    times.mark("imported")
     writer = KubeClusterWriter(client, scheduler_name=args.scheduler_name[0])
     # Device families come from the conf at start; switching them needs a restart.
     devices = device_support(conf, config_maps=_device_config_maps(client, conf))
@@ -487,7 +567,8 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     gauges = LaharGauges(cache, groups)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind, groups, discovery,
-                                                         seen=gauges.saw_event))
+                                                         seen=gauges.saw_event),
+                                           first_page=first_lists.take(spec.path))
                                  for spec in resources_watched(args)])
     if groups is not None:
         groups.synced = lambda: reflectors.has_synced
@@ -514,6 +595,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         collector.settle()
         if collecting:
             gc.enable()
+    times.mark("synced")
     # A queue created a moment ago reaches the cache through its watch; without this wait the
     # first cycles would tell the default queue's pods that their queue does not exist.
     for _ in range(100):
@@ -554,6 +636,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             wakeable = started + args.schedule_on_arrival if args.schedule_on_arrival else math.inf
             try:
                 stats = scheduler.run_once()
+                times.mark("first_cycle_done")
                 deadline = (started if from_start else time.monotonic()) + args.schedule_period
                 cache.flush()
                 # Busy: binds went out since the last cycle, or writes are waiting.
@@ -565,6 +648,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                           status_waiting=cache.background.backlog if cache.background else 0)
             except Exception:
                 log.exception("scheduling cycle failed")
+            times.report()
             health.beat()
             if deadline is None:  # the cycle failed
                 deadline = time.monotonic() + args.schedule_period

@@ -12,9 +12,11 @@ vc-scheduler's does.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["add_volcano_only_flags", "not_acted_on"]
+__all__ = ["VersionAction", "add_volcano_only_flags", "installed_version", "not_acted_on"]
 
 _BOOLEANS = {
     "--priority-class": "PriorityClass preemption at PodGroup level (Lahar always reads "
@@ -42,11 +44,32 @@ _VALUES = {
 }
 
 
-def _version() -> str:
+def installed_version() -> str:
+    """The installed distribution's version (the source tree's when run uninstalled)."""
+    import importlib.metadata  # only when asked: a tenth of a second of every start otherwise
+
     try:
         return importlib.metadata.version("lahar")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+class VersionAction(argparse.Action):
+    """``--version``: prints ``lahar VERSION`` and quits, as argparse's ``version`` action
+    does, with the version looked up only then."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS,
+                 help: str = "show program's version number and exit",
+                 version: Callable[[], str] = installed_version) -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+        self.version = version
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser._print_message(f"lahar {self.version()}\n", sys.stdout)
+        parser.exit()
 
 
 def _dest(flag: str) -> str:
@@ -57,7 +80,7 @@ def add_volcano_only_flags(parser: argparse.ArgumentParser) -> None:
     """Add the group of Volcano's flags that Lahar accepts and does not act on."""
     group = parser.add_argument_group(
         "Volcano's flags accepted but not acted on (each one given is named in a warning)")
-    parser.add_argument("--version", action="version", version=f"lahar {_version()}")
+    parser.add_argument("--version", action=VersionAction)
     for flag in sorted(_BOOLEANS):
         # pflag booleans: --flag, --flag=true, --flag=false
         group.add_argument(flag, dest=_dest(flag), nargs="?", const="true", default=None,
