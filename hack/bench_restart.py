@@ -19,8 +19,11 @@ Steps, on one API server (``--private``: a control plane of its own, see ``privk
    first and the last of the pending pods seen bound by a watch), and the writes the API
    server served from the start until ``--quiet`` seconds without a write after the last
    bind (``restart_writes``, by verb and resource, from ``apiserver_request_total``).
-   ``running_podgroups_rewritten`` counts the running PodGroups whose resourceVersion moved
-   over the second start: a steady job's status re-written after a restart shows there.
+   ``running_podgroups_rewritten`` counts the running PodGroups, among those whose status the
+   first start wrote, whose resourceVersion moved over the second start: a steady job's
+   status re-written after a restart shows there. Those the first start never wrote (it
+   was killed at ``--settle-timeout``: ``first_start_settle_timed_out``) are counted apart,
+   ``running_podgroups_unwritten_before_restart``.
 
 ``--profile OUT`` runs the second start under cProfile (``python -m cProfile -o OUT``), stopped
 with SIGINT after the last bind so that the profile is written.
@@ -76,7 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pending-group", type=int, default=4)
     parser.add_argument("--quiet", type=float, default=5.0,
                         help="seconds without a server write that count as settled")
-    parser.add_argument("--settle-timeout", type=float, default=300.0)
+    parser.add_argument("--settle-timeout", type=float, default=900.0,
+                        help="seconds the first start may take to write every running "
+                             "PodGroup's status (first_start_settle_timed_out says it did not)")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", default="", help="cProfile output of the second start")
     parser.add_argument("--logs", default="")
@@ -130,20 +135,23 @@ def pending_pods(poster: Poster, *, namespace: str, scheduler: str, run_id: str,
     return names
 
 
-def group_versions(kubeconfig: str, namespace: str) -> dict[str, str]:
-    """Each PodGroup's resourceVersion: one that moved was written."""
+def group_versions(kubeconfig: str, namespace: str) -> dict[str, tuple[str, bool]]:
+    """Each PodGroup's resourceVersion (one that moved was written) and whether its status
+    was written at all (it has a phase)."""
     light = KubeClient.from_flags(kubeconfig=kubeconfig, qps=0)
     try:
         listing = light.request_json(
             "GET", f"/apis/{'/'.join(VOLCANO)}/namespaces/{namespace}/podgroups")
     finally:
         light.close()
-    return {g["metadata"]["name"]: g["metadata"]["resourceVersion"]
+    return {g["metadata"]["name"]: (g["metadata"]["resourceVersion"],
+                                    bool((g.get("status") or {}).get("phase")))
             for g in listing.get("items") or []}
 
 
 def settle(kubeconfig: str, *, quiet: float, timeout: float) -> float:
-    """Wait until the server served no write for ``quiet`` seconds; the seconds waited."""
+    """Wait until the server served no write for ``quiet`` seconds, or ``timeout``; the
+    seconds waited (``timeout`` or more: it did not settle)."""
     start = time.monotonic()
     last = server_writes(kubeconfig)
     still = time.monotonic()
@@ -204,8 +212,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if process.poll() is not None or time.perf_counter() - began > args.timeout:
                     raise SystemExit(f"the first start did not sync; log: {first_log}")
                 time.sleep(0.5)
-            settle(kubeconfig, quiet=args.quiet, timeout=args.settle_timeout)
+            waited = settle(kubeconfig, quiet=args.quiet, timeout=args.settle_timeout)
             result["first_start_settled_s"] = round(time.perf_counter() - began - args.quiet, 1)
+            result["first_start_settle_timed_out"] = waited >= args.settle_timeout
             result["first_start_peak_rss_mb"] = peak_rss_mb(process.pid)
             process.send_signal(signal.SIGKILL)
             process.wait(30)
@@ -239,9 +248,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 result["podgroup_writes"] = sum(
                     v for k, v in served.items() if k.split(" ", 1)[1].startswith("podgroups"))
             now = group_versions(kubeconfig, namespace)
+            steady = {name: version for name, (version, written) in versions.items()
+                      if name.startswith("run-") and written}
+            # a group the first start never got to write is written now: that is not a
+            # re-write, and counted apart
+            result["running_podgroups_unwritten_before_restart"] = sum(
+                1 for name, (_, written) in versions.items()
+                if name.startswith("run-") and not written)
             result["running_podgroups_rewritten"] = sum(
-                1 for name, version in versions.items()
-                if name.startswith("run-") and now.get(name) != version)
+                1 for name, version in steady.items() if now.get(name, ("", False))[0] != version)
         finally:
             if process is not None:
                 process.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
