@@ -25,6 +25,10 @@ Steps, on one API server (``--private``: a control plane of its own, see ``privk
    was killed at ``--settle-timeout``: ``first_start_settle_timed_out``) are counted apart,
    ``running_podgroups_unwritten_before_restart``.
 
+``--wait-for FILE`` holds the second start (after the kill, before the pending pods) until FILE
+exists, so that the checkout can be moved to another build first and that build measured
+against the same populated server.
+
 ``--profile OUT`` runs the second start under cProfile (``python -m cProfile -o OUT``), stopped
 with SIGINT after the last bind so that the profile is written.
 
@@ -85,6 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", default="", help="cProfile output of the second start")
     parser.add_argument("--logs", default="")
+    parser.add_argument("--wait-for", default="",
+                        help="hold the second start until this file exists")
     parser.add_argument("extra", nargs="*", help="more `lahar run` flags (after --)")
     return parser.parse_args(argv)
 
@@ -219,6 +225,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             process.send_signal(signal.SIGKILL)
             process.wait(30)
             process = None
+            if args.wait_for:
+                print(f"first start killed; waiting for {args.wait_for}", file=sys.stderr,
+                      flush=True)
+                while not Path(args.wait_for).exists():
+                    time.sleep(2.0)
+                result["second_start_commit"] = subprocess.run(
+                    ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                    text=True, check=False).stdout.strip()
             names = pending_pods(poster, namespace=namespace, scheduler=scheduler,
                                  run_id=run_id, count=args.pending, size=args.pending_group)
             settle(kubeconfig, quiet=2.0, timeout=60.0)
