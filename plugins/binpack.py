@@ -67,6 +67,11 @@ class Binpack(PluginBase[BinpackArgs]):
     NAME = "binpack"
     Args = BinpackArgs
 
+    def __init__(self, args: BinpackArgs) -> None:
+        super().__init__(args)
+        self._table: NodeTable | None = None
+        self._kept: dict[tuple[tuple[int, ...], tuple[float, ...]], _Kept] = {}
+
     def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         if self.args.weight == 0:
             return np.zeros(len(candidates))
@@ -89,9 +94,74 @@ class Binpack(PluginBase[BinpackArgs]):
             return np.zeros(len(candidates))
         if not cols:
             return np.zeros(len(candidates))
+        return self._every_row(table, cols, weights, requests, weight_sum)[candidates]
+
+    def _every_row(self, table: NodeTable, cols: list[int], weights: list[float],
+                   requests: list[float], weight_sum: float) -> FloatArray:
+        """The scores of every row for one request, kept per request value and recomputed
+        only on the rows the table synced since (a placement changes one node's ``used``),
+        so a pod costs its candidates' lookup, not their arithmetic. The weights and the
+        weight sum follow from the request columns and this plugin's arguments."""
+        if self._table is not table:
+            self._table, self._kept = table, {}
+        key = (tuple(cols), tuple(requests))
+        changed = table.changed_rows
+        kept = self._kept.get(key)
+        if kept is None:
+            if len(self._kept) >= _MAX_KEPT:
+                del self._kept[next(iter(self._kept))]
+            rows = np.arange(len(table), dtype=np.intp)
+            kept = self._kept[key] = _Kept(
+                self._scores(table, rows, cols, weights, requests, weight_sum), len(changed))
+        elif kept.position < len(changed):
+            stale = set(changed[kept.position:])
+            if len(stale) <= _FEW_ROWS and len(cols) < _SEQUENTIAL_SUM:
+                for row in stale:
+                    kept.scores[row] = self._scalar(table, row, cols, weights, requests,
+                                                    weight_sum)
+            else:
+                rows = np.array(sorted(stale), dtype=np.intp)
+                kept.scores[rows] = self._scores(table, rows, cols, weights, requests,
+                                                 weight_sum)
+            kept.position = len(changed)
+        return kept.scores
+
+    def _scalar(self, table: NodeTable, row: int, cols: list[int], weights: list[float],
+                requests: list[float], weight_sum: float) -> float:
+        """:meth:`_scores` of one row, operation for operation (so the very same bits: numpy
+        sums fewer than ``_SEQUENTIAL_SUM`` terms left to right, as here)."""
+        used_row, allocatable_row = table.used[row].tolist(), table.allocatable[row].tolist()
+        total = 0.0
+        for i, (col, weight, request) in enumerate(zip(cols, weights, requests, strict=True)):
+            used, allocatable = used_row[col] + request, allocatable_row[col]
+            if allocatable > 0 and used > allocatable:
+                return 0.0
+            term = (used / allocatable if allocatable > 0 else 0.0) * float(weight)
+            total = term if i == 0 else total + term
+        return total / weight_sum * 100.0 * float(self.args.weight)
+
+    def _scores(self, table: NodeTable, candidates: IntArray, cols: list[int],
+                weights: list[float], requests: list[float], weight_sum: float) -> FloatArray:
+        """The scores of the rows ``candidates``; each row's score depends on its row alone."""
         used = table.used[np.ix_(candidates, np.array(cols, dtype=np.intp))] + np.array(requests)
         allocatable = table.allocatable[np.ix_(candidates, np.array(cols, dtype=np.intp))]
         overflow = np.any((allocatable > 0) & (used > allocatable), axis=1)
         ratio = np.where(allocatable > 0, used / np.where(allocatable > 0, allocatable, 1.0), 0.0)
         score = (ratio * np.array(weights)).sum(axis=1) / weight_sum * 100.0 * self.args.weight
         return np.where(overflow, 0.0, score)
+
+
+_FEW_ROWS = 16
+"""Up to this many changed rows are rescored one by one; beyond, as one vector operation."""
+_SEQUENTIAL_SUM = 8
+"""numpy sums fewer terms than this one after the other (more go pairwise)."""
+_MAX_KEPT = 64
+"""Request values whose scores a session keeps (one float per node each); the oldest goes
+first."""
+
+
+@dataclass(slots=True)
+class _Kept:
+    scores: FloatArray
+    position: int
+    """How far into the table's changed rows ``scores`` is up to date."""

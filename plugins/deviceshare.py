@@ -345,12 +345,15 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
             return Status.unresolvable(str(exc), plugin=self.NAME)
         return None
 
-    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
-        mask = np.ones(len(table), dtype=bool)
-        for family, request in self._safe_requests(task):
-            mask &= family.vector_fit(request, table.columns)
+    def predicate_mask(
+        self, task: TaskInfo, table: NodeTable, rows: slice | None = None
+    ) -> BoolArray:
+        window = slice(None) if rows is None else rows
+        mask = np.ones(len(range(*window.indices(len(table)))), dtype=bool)
+        for family, request in self._safe_requests(task):  # the families answer every node
+            mask &= family.vector_fit(request, table.columns)[window]
             for failed, _ in self._reserve(task, family, request, table):
-                mask &= ~failed
+                mask &= ~failed[window]
         return mask
 
     @staticmethod

@@ -184,14 +184,19 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
         self._static[key] = cached
         return cached
 
-    def _pods_ok(self, table: NodeTable) -> BoolArray:
-        return table.pod_count < table.allocatable[:, table.dim_index[PODS]]
+    @staticmethod
+    def _pods_ok(table: NodeTable, rows: slice = slice(None)) -> BoolArray:
+        return table.pod_count[rows] < table.allocatable[rows, table.dim_index[PODS]]
 
-    def _ports_ok(self, task: TaskInfo, table: NodeTable) -> BoolArray:
-        mask = np.ones(len(table), dtype=bool)
+    def _ports_ok(self, task: TaskInfo, table: NodeTable, rows: slice = slice(None)
+                  ) -> BoolArray:
+        window = range(*rows.indices(len(table)))
+        mask = np.ones(len(window), dtype=bool)
         if not self.args.node_ports or not task.spec.host_ports:
             return mask
-        for i, node in enumerate(table.nodes):
+        nodes = table.nodes
+        for i, row in enumerate(window):
+            node = nodes[row]
             if not node.host_ports:
                 continue
             for want in task.spec.host_ports:
@@ -205,15 +210,18 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
                     break
         return mask
 
-    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:
-        mask = self._static_masks(task, table).combined & self._pods_ok(table)
+    def predicate_mask(
+        self, task: TaskInfo, table: NodeTable, rows: slice | None = None
+    ) -> BoolArray:
+        window = slice(None) if rows is None else rows
+        mask = self._static_masks(task, table).combined[window] & self._pods_ok(table, window)
         if task.spec.host_ports:
-            mask &= self._ports_ok(task, table)
-        for failed, _ in self._pod_reasons(task, table):
-            mask &= ~failed
+            mask &= self._ports_ok(task, table, window)
+        for failed, _ in self._pod_reasons(task, table):  # over every node: pod-to-pod terms
+            mask &= ~failed[window]
         served = None if self.dra is None else self.dra.predicate_mask(task, table)
         if served is not None:
-            mask &= served
+            mask &= served[window]
         return mask
 
     def simulate_predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray:

@@ -145,7 +145,12 @@ class PrePredicate(Protocol):
 class Predicate(Protocol):
     """Vectorised node filter: a boolean mask over every node of the table."""
 
-    def predicate_mask(self, task: TaskInfo, table: NodeTable) -> BoolArray: ...
+    def predicate_mask(
+        self, task: TaskInfo, table: NodeTable, rows: slice | None = None
+    ) -> BoolArray:
+        """The mask over every node, or over the table rows of the ``rows`` slice only (node
+        selection asks window by window, :mod:`scheduler.framework.select`). A plugin may
+        leave ``rows`` out of its signature: the session then slices its whole mask."""
 
     def predicate_reasons(
         self, task: TaskInfo, table: NodeTable, alive: BoolArray

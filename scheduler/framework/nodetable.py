@@ -268,10 +268,10 @@ class NodeTable:
         return col_array, value_array, names
 
     def fit_mask(
-        self, request: Resource, *, future: bool = True, rows: IntArray | None = None
+        self, request: Resource, *, future: bool = True, rows: IntArray | slice | None = None
     ) -> BoolArray:
         """Nodes whose (future) idle holds ``request`` within Volcano's tolerance: a new
-        array over all nodes, or over ``rows`` only when given.
+        array over all nodes, or over ``rows`` (row numbers or a slice) only when given.
 
         The answer for each request value is kept and brought up to date from the rows
         :meth:`sync` rewrote since it was last asked for: a job's pods ask for the same
@@ -298,7 +298,9 @@ class NodeTable:
                         entry.mask[row] = all(value - idle[col] < MIN_RESOURCE
                                               for col, value in needs)
             entry.position = changed
-        return entry.mask.copy() if rows is None else entry.mask[rows]
+        if rows is None:
+            return entry.mask.copy()
+        return entry.mask[rows].copy() if isinstance(rows, slice) else entry.mask[rows]
 
     def _fit_vector(self, request: Resource, future: bool) -> BoolArray:
         cols, values, _ = self.request_dims(request)

@@ -3,7 +3,11 @@
 1. Pre-predicate once per task; a failure rejects every node.
 2. Vector filter: resource fit against future idle, then the AND of plugin predicate masks.
 3. Sampling like Volcano's ``percentageOfNodesToFind``: from a rotating start index take the
-   first ``target`` feasible nodes, running exact per-node checks only on those.
+   first ``target`` feasible nodes, running exact per-node checks only on those. Steps 2 and 3
+   go window by window from that index (windows doubling in size, wrapping round to row 0)
+   and stop once ``target`` nodes passed, as Volcano's ``PredicateNodes`` and
+   kube-scheduler's ``numFeasibleNodesToFind`` stop checking nodes: an idle cycle on a large
+   cluster reads a few thousand rows per pod, not every node, and picks the same ones.
 4. Candidates that fit current idle are preferred over those that fit only future idle; ties
    of the summed plugin scores are broken by the session's seeded random source. In soft
    node-sharding mode each of the two is tried on the shard's nodes before the others
@@ -13,7 +17,7 @@ Fit errors are built only when nothing fits, naming each node's first failing ch
 
 from __future__ import annotations
 
-import bisect
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -44,42 +48,73 @@ def feasible_nodes(
     within: BoolArray | None = None,
 ) -> tuple[IntArray, FitErrors | None]:
     """Rows of the nodes ``task`` may go to, or ``(empty, FitErrors)``; with ``within``, only
-    among the nodes it marks (a HyperNode's), sampled and explained over those alone."""
+    among the nodes it marks (a HyperNode's), sampled and explained over those alone.
+
+    The masks are computed window by window from the cursor (:func:`_windows`) and the search
+    stops once ``target`` feasible rows are found, as Volcano's ``PredicateNodes``
+    (pkg/scheduler/util/predicate_helper.go) and kube-scheduler's
+    ``findNodesThatPassFilters`` with ``numFeasibleNodesToFind`` stop checking nodes: the rows
+    and the cursor are those the masks over every node would give."""
     table = session.table
-    total = len(table) if within is None else int(within.sum())
+    n = len(table)
+    total = n if within is None else int(within.sum())
     status = session.pre_predicate(task)
     if status is not None:
         errors = FitErrors.for_pod(total, status.message or "pre-predicate failed")
         return np.empty(0, dtype=np.intp), errors
-    mask = (
-        table.fit_mask(task.init_resreq) if check_resources else np.ones(len(table), dtype=bool)
-    )
-    if within is not None:
-        mask &= within
-    if mask.any():
-        mask &= session.predicate_mask(task)
-    rows = np.flatnonzero(mask)
     target = sampling_target(total, session.sampling)
+    exact = session.wants_exact(task)
     exact_failures: list[tuple[IntArray, str]] = []
-    if len(rows):
-        start = session.cursor % max(len(table), 1)
-        # rows are ascending: [start, n) then [0, start). Not ndarray.searchsorted, which lets
-        # go of the GIL even for 200 rows: under `lahar run` another thread then takes it and
-        # the cycle waits up to a switch interval (0.23 ms a call, 8% of a busy cycle).
-        split = bisect.bisect_left(rows, start)
-        rows = np.concatenate((rows[split:], rows[:split]))
-        if session.wants_exact(task):
-            rows, exact_failures = _exact(session, task, rows, target)
-        elif len(rows) > target:
-            rows = rows[:target]
-        if len(rows) and len(rows) < total:
-            session.cursor = int(rows[-1]) + 1
+    found: list[IntArray] = []
+    count = 0
+    start = session.cursor % max(n, 1)
+    for window in _windows(start, n, max(target + target // 4, _FIRST_WINDOW)):
+        mask = (table.fit_mask(task.init_resreq, rows=window) if check_resources
+                else np.ones(window.stop - window.start, dtype=bool))
+        if within is not None:
+            mask &= within[window]
+        if not mask.any():
+            continue
+        mask &= session.predicate_mask(task, rows=window)
+        rows = np.flatnonzero(mask)
+        if not len(rows):
+            continue
+        rows += window.start
+        if exact:  # the checks run in order and stop at ``target`` passes, window by window
+            rows, failures = _exact(session, task, rows, target - count)
+            exact_failures += failures
+        found.append(rows)
+        count += len(rows)
+        if count >= target:
+            break
+    if not found:
+        rows = np.empty(0, dtype=np.intp)
+    else:
+        rows = (found[0] if len(found) == 1 else np.concatenate(found))[:target]
+    if len(rows) and len(rows) < total:
+        session.cursor = int(rows[-1]) + 1
     if len(rows):
         return rows, None
     return rows, _explain(
         session, task, check_resources=check_resources, exact_failures=exact_failures,
         within=within,
     )
+
+
+_FIRST_WINDOW = 512
+"""The fewest rows the first window of :func:`feasible_nodes` spans; each next one doubles."""
+
+
+def _windows(start: int, n: int, first: int) -> Iterator[slice]:
+    """Slices of the table's ``n`` rows in the order the search reads them: from ``start`` to
+    the end, then from 0 to ``start``, in windows of ``first`` rows that double each time."""
+    size = max(first, 1)
+    for low, high in ((start, n), (0, start)):
+        while low < high:
+            stop = min(low + size, high)
+            yield slice(low, stop)
+            low = stop
+            size *= 2
 
 
 def _exact(

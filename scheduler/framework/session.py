@@ -8,6 +8,7 @@ overuse, sums for scores, and tier-scoped votes for pipelining and enqueueing.
 
 from __future__ import annotations
 
+import inspect
 import random
 import time
 import uuid
@@ -87,6 +88,19 @@ def _implements(plugin: Any, protocol: Any) -> bool:
     known = _IMPLEMENTS.get(key)
     if known is None:
         known = _IMPLEMENTS[key] = isinstance(plugin, protocol)
+    return known
+
+
+_TAKES_ROWS: dict[type, bool] = {}
+
+
+def _takes_rows(plugin: Any) -> bool:
+    """Whether ``plugin.predicate_mask`` accepts ``rows`` (:class:`.hooks.Predicate`)."""
+    cls = type(plugin)
+    known = _TAKES_ROWS.get(cls)
+    if known is None:
+        parameters = inspect.signature(plugin.predicate_mask).parameters
+        known = _TAKES_ROWS[cls] = "rows" in parameters
     return known
 
 
@@ -207,6 +221,8 @@ class Session:
         self._handlers = [p for tier in self.hooks(h.EventHandler) for p in tier]
         self._scorers = [p for tier in self.hooks(h.NodeScorer) for p in tier]
         self._predicates = [p for tier in self.hooks(h.Predicate) for p in tier]
+        self._windowed = [_takes_rows(p) for p in self._predicates]
+        """Per predicate plugin: whether its ``predicate_mask`` takes ``rows``."""
         self._preempt_predicates = [
             (p, _implements(p, h.PreemptPredicate)) for p in self._predicates
         ]
@@ -451,13 +467,23 @@ class Session:
             view = self._shard_view = ShardView(self.snapshot.shard, self.table)
         return view
 
-    def predicate_mask(self, task: TaskInfo) -> h.BoolArray:
+    def predicate_mask(self, task: TaskInfo, rows: slice | None = None) -> h.BoolArray:
         """AND of every vectorised predicate (resource fit is the caller's first check), and
-        of the node shard in hard sharding mode."""
-        mask = self.shard.mask.copy() if self.shard.hard else np.ones(len(self.table),
-                                                                         dtype=bool)
-        for plugin in self._predicates:
-            mask &= plugin.predicate_mask(task, self.table)
+        of the node shard in hard sharding mode: over every node, or over the table rows of
+        the ``rows`` slice only (node selection's windowed search, :mod:`.select`)."""
+        table = self.table
+        window = slice(None) if rows is None else rows
+        if self.shard.hard:
+            mask = self.shard.mask[window].copy()
+        else:
+            mask = np.ones(len(range(*window.indices(len(table)))), dtype=bool)
+        for plugin, windowed in zip(self._predicates, self._windowed, strict=True):
+            if rows is None:
+                mask &= plugin.predicate_mask(task, table)
+            elif windowed:
+                mask &= plugin.predicate_mask(task, table, rows=rows)
+            else:  # a plugin that answers for every node only
+                mask &= plugin.predicate_mask(task, table)[rows]
         return mask
 
     def preempt_mask(self, task: TaskInfo) -> h.BoolArray:
