@@ -207,7 +207,7 @@ def candidate_rows(
 
 def predicate_passes(session: Session, task: TaskInfo, node: NodeInfo) -> bool:
     """``ssn.PredicateFn`` for one node: every plugin predicate, vector and exact."""
-    if not session.predicate_mask(task)[node.index]:
+    if not session.predicate_mask(task, rows=slice(node.index, node.index + 1))[0]:
         return False
     return not session.wants_exact(task) or session.exact_check(task, node) is None
 

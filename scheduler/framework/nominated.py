@@ -33,7 +33,8 @@ def nominated_node(session: Session, task: TaskInfo) -> tuple[NodeInfo, bool] | 
     row = node.index
     if (cols < 0).any() or (values - table.future_idle[row, cols] >= MIN_RESOURCE).any():
         return None
-    if session.pre_predicate(task) is not None or not session.predicate_mask(task)[row]:
+    if session.pre_predicate(task) is not None \
+            or not session.predicate_mask(task, rows=slice(row, row + 1))[0]:
         return None
     if session.wants_exact(task) and session.exact_check(task, node) is not None:
         return None
