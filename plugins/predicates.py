@@ -100,6 +100,8 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
         super().__init__(args)
         self._static: dict[tuple[object, ...], _Static] = {}
         self.dra = DraFilter(args.dra_features) if args.dra else None
+        self._pod_memo: tuple[TaskInfo, NodeTable, BoolArray | None] | None = None
+        """:meth:`_pod_failed`'s last answer: (task, table, failed)."""
 
     def on_session_open(self, session: Session) -> None:
         super().on_session_open(session)
@@ -128,11 +130,13 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
         return None if self.dra is None else self.dra.exact_known(task, rows)
 
     def on_allocate(self, task: TaskInfo) -> None:
+        self._pod_memo = None
         super().on_allocate(task)
         if self.dra is not None:
             self.dra.on_allocate(task)
 
     def on_deallocate(self, task: TaskInfo) -> None:
+        self._pod_memo = None
         super().on_deallocate(task)
         if self.dra is not None:
             self.dra.on_deallocate(task)
@@ -148,6 +152,19 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
         if self.args.pod_topology_spread and task.spec.terms.spread:
             out.extend(spread_reasons(index, table, task))
         return out
+
+    def _pod_failed(self, task: TaskInfo, table: NodeTable) -> BoolArray | None:
+        """Nodes :meth:`_pod_reasons` rules out (None: none), over every node. Kept until the
+        next placement or eviction event (the pod index changes only then), so a search that
+        reads the table window by window computes it once per pod."""
+        memo = self._pod_memo
+        if memo is not None and memo[0] is task and memo[1] is table:
+            return memo[2]
+        failed: BoolArray | None = None
+        for reason_failed, _ in self._pod_reasons(task, table):
+            failed = reason_failed.copy() if failed is None else failed | reason_failed
+        self._pod_memo = (task, table, failed)
+        return failed
 
     def _static_masks(self, task: TaskInfo, table: NodeTable) -> _Static:
         key = task.spec.signature
@@ -217,7 +234,8 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
         mask = self._static_masks(task, table).combined[window] & self._pods_ok(table, window)
         if task.spec.host_ports:
             mask &= self._ports_ok(task, table, window)
-        for failed, _ in self._pod_reasons(task, table):  # over every node: pod-to-pod terms
+        failed = self._pod_failed(task, table)
+        if failed is not None:
             mask &= ~failed[window]
         served = None if self.dra is None else self.dra.predicate_mask(task, table)
         if served is not None:

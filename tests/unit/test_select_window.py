@@ -43,6 +43,8 @@ tiers:
   - name: binpack
     arguments: {binpack.weight: 10}
 """
+ANTI = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
 
 
@@ -78,23 +80,27 @@ def _cluster(draw: Any) -> tuple[list[Manifest], dict[str, Any]]:
     objects: list[Manifest] = []
     for i in range(count):
         kind = draw(st.sampled_from(["plain", "plain", "small", "unschedulable", "tainted",
-                                     "labelled", "full", "port"]))
+                                     "labelled", "full", "port", "carrier"]))
         node = make_node(
             f"n{i:02d}", cpu="1" if kind == "small" else "4",
             pods="1" if kind == "full" else "110",
-            labels={"pool": "a"} if kind == "labelled" or i % 3 == 0 else {},
+            labels={"kubernetes.io/hostname": f"n{i:02d}",
+                    **({"pool": "a"} if kind == "labelled" or i % 3 == 0 else {})},
             taints=[TAINT] if kind == "tainted" else (),
             unschedulable=kind == "unschedulable")
         objects.append(Manifest(f"node#{i}", node))
-        if kind in ("full", "port"):
+        if kind in ("full", "port", "carrier"):
             pod = make_pod(f"run-{i}", cpu="100m", node=f"n{i:02d}",
                            host_port=8080 if kind == "port" else None)
+            if kind == "carrier":
+                pod["metadata"]["labels"] = {"app": "x"}
             pod["metadata"]["uid"] = f"uid-run-{i}"
             objects.append(Manifest(f"pod#{i}", pod))
     pending = make_pod(
         "pending", cpu=draw(st.sampled_from(["1", "2", "3"])),
         node_selector={"pool": "a"} if draw(st.booleans()) else None,
-        host_port=8080 if draw(st.booleans()) else None)
+        host_port=8080 if draw(st.booleans()) else None,
+        affinity=ANTI if draw(st.booleans()) else None)
     pending["metadata"]["uid"] = "uid-pending"
     objects.append(Manifest("pod#pending", pending))
     return objects, pending
@@ -124,7 +130,7 @@ def _cases(draw: Any) -> dict[str, Any]:
 @given(case=_cases())
 def test_windowed_selection_matches_the_whole_table(case: dict[str, Any]) -> None:
     """Rows, order, cursor and fit errors against the whole-table oracle, over predicates
-    that reject rows, a cursor past the end, ``within``, hard and soft shards, sampling
+    that reject rows (pod anti-affinity among them), a cursor past the end, ``within``, hard and soft shards, sampling
     targets and windows from one row up; the cursor is carried over several pods."""
     _, _, scheduler = build_simulation(case["objects"], conf=conf_of(CONF), seed=3)
     session = scheduler.open_session()
