@@ -47,6 +47,9 @@ Running); ``--warmup`` cycles with nothing pending (the first writes every PodGr
 the second finds the running jobs steady, the third settles them, as a scheduler that has run
 for a few seconds has), then ``--pending`` new pods (gangs of 1–4) arrive through the watch
 and the cycle that schedules them is timed (snapshot, actions, close and writes).
+With ``--collector`` the garbage collector is managed as ``lahar run`` manages it (what
+survives each cycle is frozen), not left to CPython's default, whose full collections walk
+every object made since the load.
 Reported: ``idle_cycle_seconds`` (median of ``--repeat`` such cycles, writes included), each
 warm-up cycle (``warmup_cycle_seconds``), the jobs settled in the last cycle
 (``settled_jobs``), the part spent taking the snapshot and opening the session
@@ -422,15 +425,23 @@ def _pending_objects(count: int, round_: int, seed: int) -> list[dict[str, objec
 
 
 def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
-             repeat: int = 3, warmup: int = 3) -> dict[str, Any]:
+             repeat: int = 3, warmup: int = 3, collector: bool = False) -> dict[str, Any]:
     cluster, cache, scheduler = build_simulation(
         idle_cluster(nodes, pods, seed), conf=load_conf(CONF), seed=seed, freeze_loaded=True)
     cluster.take_changes()
+    gc_owner = None
+    if collector:  # what `lahar run` does (scheduler/collector.py)
+        from scheduler.collector import Collector
+
+        gc_owner = Collector()
+        gc_owner.settle()
     warm: list[float] = []
     for _ in range(warmup):  # the first cycles write every PodGroup's status once
         warm_started = time.perf_counter()
         scheduler.run_once()
         cache.flush()
+        if gc_owner is not None:
+            gc_owner.after_cycle(busy=False)
         cluster.clock.advance(1.0)
         warm.append(round(time.perf_counter() - warm_started, 3))
     cycles: list[float] = []
@@ -452,6 +463,8 @@ def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
         cache.flush()
         cycles.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
+        if gc_owner is not None:  # after the timed cycle, as the loop does after each
+            gc_owner.after_cycle(busy=True)
         opens.append(stats.plugin_open_seconds)
         bound += sum(1 for key, pod in cluster.objects["Pod"].items()
                      if key.startswith(f"bench/new-{round_:03d}-") and pod["spec"].get("nodeName"))
@@ -459,6 +472,7 @@ def run_idle(nodes: int, pods: int, seed: int, *, pending: int = 100,
         "nodes": nodes,
         "running_pods": pods,
         "pending_per_cycle": pending,
+        "collector": collector,
         "bound": bound,
         "warmup_cycle_seconds": warm,
         "settled_jobs": len(cache.pool.last.settled) if cache.pool.last is not None else 0,
@@ -533,8 +547,8 @@ def main() -> int:
         "without them; dra: DRA claims against the same pods with nvidia.com/gpu")
     parser.add_argument("--profile", help="--scenario dra: write a cProfile of the DRA run here")
     parser.add_argument("--collector", action="store_true",
-                        help="--scenario dra: manage the garbage collector as `lahar run` does "
-                        "(freeze what survives each cycle) in both runs")
+                        help="--scenario dra and --idle-cycle: manage the garbage collector as "
+                        "`lahar run` does (freeze what survives each cycle)")
     parser.add_argument(
         "--idle-cycle", action="store_true",
         help="--pods running pods on --nodes nodes; time a cycle with --pending new pods")
@@ -554,7 +568,7 @@ def main() -> int:
                              warmup=args.warmup)
     elif args.idle_cycle:
         result = run_idle(args.nodes, args.pods, args.seed, pending=args.pending,
-                          repeat=args.repeat, warmup=args.warmup)
+                          repeat=args.repeat, warmup=args.warmup, collector=args.collector)
     elif args.scenario == "dra":
         result = run_dra(args.nodes, args.pods, args.seed, profile=args.profile,
                          collector=args.collector)
