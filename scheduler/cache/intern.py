@@ -8,6 +8,7 @@ start-up benchmark's pods: 5.3 KB → 3.3 KB) for about 40 µs per pod.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["StringTable"]
@@ -36,21 +37,44 @@ class StringTable:
         """Replace every short string value inside ``obj`` (dicts and lists) by its shared copy."""
         if len(self._strings) > self.limit:
             self._strings = {}
-        strings = self._strings
-        stack = [obj]
-        while stack:
-            current = stack.pop()
-            if isinstance(current, dict):
-                for key, value in current.items():
-                    if type(value) is str:
-                        if len(value) <= _SHORT:
-                            current[key] = strings.setdefault(value, value)
-                    elif isinstance(value, (dict, list)):
-                        stack.append(value)
-            else:
-                for index, value in enumerate(current):
-                    if type(value) is str:
-                        if len(value) <= _SHORT:
-                            current[index] = strings.setdefault(value, value)
-                    elif isinstance(value, (dict, list)):
-                        stack.append(value)
+        _walk(obj, self._strings.setdefault, 0)
+
+
+_LEAVES = frozenset({int, float, bool, type(None)})
+"""Types of the JSON values that hold no string: skipped without an ``isinstance`` test."""
+
+_DEPTH = 64
+"""Nesting past which the walk goes on with an explicit stack instead of recursion."""
+
+
+def _walk(obj: Any, shared: Callable[[str, str], str], depth: int) -> None:
+    """Intern the short strings under ``obj``, a dict or a list: a recursive walk with exact
+    type tests (what JSON decodes to) first, about a third cheaper per pod than a stack of
+    ``isinstance`` tests. A Kubernetes object is a dozen levels deep; anything deeper than
+    ``_DEPTH`` goes on in :func:`_walk_deep`, which no nesting can overflow."""
+    if depth > _DEPTH:
+        _walk_deep(obj, shared)
+        return
+    depth += 1
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for key, value in items:
+        kind = type(value)
+        if kind is str:
+            if len(value) <= _SHORT:
+                obj[key] = shared(value, value)
+        elif (kind is dict or kind is list
+              or (kind not in _LEAVES and isinstance(value, (dict, list)))):
+            _walk(value, shared, depth)
+
+
+def _walk_deep(obj: Any, shared: Callable[[str, str], str]) -> None:
+    stack = [obj]
+    while stack:
+        current = stack.pop()
+        items = current.items() if isinstance(current, dict) else enumerate(current)
+        for key, value in items:
+            if type(value) is str:
+                if len(value) <= _SHORT:
+                    current[key] = shared(value, value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)

@@ -219,3 +219,33 @@ def test_cached_pods_share_their_repeated_strings() -> None:
     for index in range(3):
         small.intern(json.loads(text)[index])
     assert len(small) == len(one)  # started afresh instead of growing without bound
+
+
+def test_interning_reaches_every_level_and_any_depth() -> None:
+    import json
+
+    from scheduler.cache.intern import StringTable
+
+    class Labels(dict):  # type: ignore[type-arg]
+        """A mapping type other than the decoder's own is still walked."""
+
+    first = {"a": [{"b": "Running"}, ["Running", 1, 2.5, True, None]],
+             "c": Labels(d="Running"), "long": "x" * 65}
+    second = json.loads(json.dumps(first))
+    second["c"] = Labels(second["c"])
+    table = StringTable()
+    table.intern(first)
+    table.intern(second)
+    assert second["a"][0]["b"] is first["a"][0]["b"]
+    assert second["a"][1][0] is first["a"][1][0]
+    assert second["c"]["d"] is first["c"]["d"]
+    assert second["long"] is not first["long"]  # longer strings are left alone
+    assert second["a"][1][1:] == [1, 2.5, True, None]
+    deep: dict[str, object] = {"v": "Running"}
+    for _ in range(5000):  # deeper than the recursion limit: walked all the same
+        deep = {"n": [deep]}
+    table.intern(deep)
+    node = deep
+    while "n" in node:
+        node = node["n"][0]  # type: ignore[index]
+    assert node["v"] is first["a"][0]["b"]
