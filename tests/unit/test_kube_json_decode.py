@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 
@@ -14,11 +15,12 @@ from tests.apiserver.standalone import fake_pod
 
 
 def test_a_page_of_pods_decodes_as_the_standard_decoder_does() -> None:
+    items: list[dict[str, Any]] = [fake_pod(i, nodes=3, scheduler="volcano", group_size=4)
+                                   for i in range(20)]
+    items[0]["metadata"]["annotations"] = {"note": "é ✓ \u2028", "n": "-0.5e3"}
+    items[1]["spec"]["priority"] = -(2**31)
     page = {"kind": "PodList", "metadata": {"resourceVersion": "12", "continue": ""},
-            "items": [fake_pod(i, nodes=3, scheduler="volcano", group_size=4)
-                      for i in range(20)]}
-    page["items"][0]["metadata"]["annotations"] = {"note": "é ✓ \u2028", "n": "-0.5e3"}
-    page["items"][1]["spec"]["priority"] = -(2**31)
+            "items": items}
     text = json.dumps(page).encode()
     decoded = client.loads_json(text)
     assert decoded == json.loads(text)
