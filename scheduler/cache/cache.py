@@ -373,7 +373,7 @@ class SchedulerCache(CacheWrites):
             self.implied.adopt(task, obj, podgroups=self.podgroups, pool=self.pool)
         if isinstance(obj, dict) and (old is None or old.pod is not obj):
             # an object updated in place (the embedded cluster's) was interned when added
-            self.strings.intern(obj)
+            self.strings.add(obj)
         self.pods[key] = obj
         self.broken.pop(f"Pod {key}", None)
         if task.notes:
@@ -391,6 +391,12 @@ class SchedulerCache(CacheWrites):
                 return  # held back until its resync is due
         self.status.seen_pod(key, obj)
         self._add_task(task)
+
+    def intern_deferred(self, count: int = 1000) -> bool:
+        """Intern up to ``count`` pods whose strings were left for later
+        (:mod:`scheduler.cache.intern`); False when none were waiting."""
+        with self.lock:
+            return self.strings.intern_later(count)
 
     def _task_by_key(self, key: str) -> TaskInfo | None:
         pod = self.pods.get(key)
