@@ -65,6 +65,7 @@ from scheduler.framework.snapshot import Snapshot
 __all__ = ["NodeDevicesBuilder", "SchedulerCache"]
 
 _ALLOCATED = ALLOCATED_STATUS._value_
+_COMPLETED = COMPLETED_STATUS._value_
 
 log = structlog.get_logger("lahar.cache")
 
@@ -438,7 +439,7 @@ class SchedulerCache(CacheWrites):
         self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks[task.uid] = task
         self.tasks_by_job.setdefault(task.job, {})[task.uid] = task
-        if task.node_name and not task.status & COMPLETED_STATUS:
+        if task.node_name and not task.status._value_ & _COMPLETED:
             self.tasks_by_node.setdefault(task.node_name, {})[task.uid] = task
             node = self.nodes.get(task.node_name)
             if node is not None:
