@@ -66,6 +66,18 @@ __all__ = ["NodeDevicesBuilder", "SchedulerCache"]
 
 _ALLOCATED = ALLOCATED_STATUS._value_
 _COMPLETED = COMPLETED_STATUS._value_
+_HANDLERS = {
+    "Node": "_node",
+    "Pod": "_pod",
+    "PodGroup": "_podgroup",
+    "Queue": "_queue",
+    "PriorityClass": "_priority_class",
+    "Device": "_device",
+    "Namespace": "_namespace",
+    "HyperNode": "_hypernode",
+    "NodeShard": "_node_shard",
+}
+"""The handler method of each kind (looked up per event: no bound methods built for the rest)."""
 
 log = structlog.get_logger("lahar.cache")
 
@@ -208,21 +220,14 @@ class SchedulerCache(CacheWrites):
     # -- events from the cluster ----------------------------------------------------------
     def apply(self, event: str, kind: str, obj: Mapping[str, Any]) -> None:
         """Take one watch event (``ADDED``/``MODIFIED``/``DELETED``) for a raw object."""
-        handlers: dict[str, Callable[[bool, Mapping[str, Any]], None]] = {
-            "Node": self._node,
-            "Pod": self._pod,
-            "PodGroup": self._podgroup,
-            "Queue": self._queue,
-            "PriorityClass": self._priority_class,
-            "Device": self._device,
-            "Namespace": self._namespace,
-            "HyperNode": self._hypernode,
-            "NodeShard": self._node_shard,
-        }
-        handler = (functools.partial(self._dra, kind) if kind in DRA_KINDS
-                   else handlers.get(kind))
-        if handler is None:
-            return
+        handler: Callable[[bool, Mapping[str, Any]], None]
+        if kind in DRA_KINDS:
+            handler = functools.partial(self._dra, kind)
+        else:
+            name = _HANDLERS.get(kind)
+            if name is None:
+                return
+            handler = getattr(self, name)
         with self.lock:
             try:
                 handler(event == "DELETED", obj)
