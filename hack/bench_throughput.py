@@ -56,7 +56,9 @@ warm-up cycle (``warmup_cycle_seconds``), the jobs settled in the last cycle
 (``open_seconds``), the cycle's CPU time (``idle_cycle_cpu_seconds``) and peak RSS.
 
 ``--restart-snapshot``: the cluster of ``--idle-cycle``, then a restart: a new cache synced from
-every object and its first, full snapshot cycle timed (``hack/bench_restart_snapshot.py``).
+every object and its first, full snapshot cycle timed (``hack/bench_restart_snapshot.py``);
+with ``--collector``, the collector is off during the sync and what it loaded frozen after it,
+as ``lahar run`` does (``--profile FILE``: a cProfile of the sync and the first cycle).
 """
 
 from __future__ import annotations
@@ -545,10 +547,12 @@ def main() -> int:
         "high-priority pods (--pods of them); gpu: fine-grained devices; topology: gangs with "
         "hard network-topology constraints in a 3-tier HyperNode tree, against the same pods "
         "without them; dra: DRA claims against the same pods with nvidia.com/gpu")
-    parser.add_argument("--profile", help="--scenario dra: write a cProfile of the DRA run here")
+    parser.add_argument("--profile", help="--scenario dra, --restart-snapshot: write a "
+                        "cProfile of the DRA run / of the restart here")
     parser.add_argument("--collector", action="store_true",
-                        help="--scenario dra and --idle-cycle: manage the garbage collector as "
-                        "`lahar run` does (freeze what survives each cycle)")
+                        help="--scenario dra, --idle-cycle, --restart-snapshot: manage the "
+                        "garbage collector as `lahar run` does (off while the cache syncs, then "
+                        "what survives each cycle is frozen)")
     parser.add_argument(
         "--idle-cycle", action="store_true",
         help="--pods running pods on --nodes nodes; time a cycle with --pending new pods")
@@ -565,7 +569,8 @@ def main() -> int:
         from hack.bench_restart_snapshot import run_restart
 
         result = run_restart(args.nodes, args.pods, args.seed, build=idle_cluster,
-                             warmup=args.warmup)
+                             warmup=args.warmup, collector=args.collector,
+                             profile=args.profile)
     elif args.idle_cycle:
         result = run_idle(args.nodes, args.pods, args.seed, pending=args.pending,
                           repeat=args.repeat, warmup=args.warmup, collector=args.collector)

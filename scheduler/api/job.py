@@ -102,7 +102,9 @@ class JobInfo:
 
     def add_task(self, task: TaskInfo) -> None:
         self.partitions = None
-        self._changed()
+        if self.counted:  # _changed, inline: a snapshot adds every task of the cluster
+            self.counted.clear()
+        self.revision += 1
         self.tasks[task.uid] = task
         self.task_status_index.setdefault(task.status, {})[task.uid] = task
         self.total_request.add(task.resreq)

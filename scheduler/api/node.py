@@ -96,11 +96,16 @@ class NodeInfo:
         status = task.status
         if status is TaskStatus.PIPELINED:
             _apply(self.pipelined, request, sign)
-        else:
-            _apply(self.idle, request, -sign)
-            _apply(self.used, request, sign)
+        elif sign > 0:
+            self.idle.sub(request)
+            self.used.add(request)
             if status is TaskStatus.RELEASING:
-                _apply(self.releasing, request, sign)
+                self.releasing.add(request)
+        else:
+            self.idle.add(request)
+            self.used.sub(request)
+            if status is TaskStatus.RELEASING:
+                self.releasing.sub(request)
         for port in task.spec.host_ports:
             self.host_ports[port] += sign
             if self.host_ports[port] <= 0:

@@ -96,7 +96,7 @@ class TaskInfo:
             self.sched_gated,
             self.spec,
             self.pod,
-            dict(self.bind_annotations),
+            self.bind_annotations.copy() if self.bind_annotations else {},
             self.last_node,
             self.notes,
         )
@@ -123,14 +123,27 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
 
 
+_TIMES: dict[str, float] = {}
+"""Timestamps parsed before: the pods of a job, and of any burst, share their second."""
+_TIMES_LIMIT = 4096
+
+
 def parse_time(value: object) -> float:
     """An RFC 3339 timestamp as epoch seconds (0 when absent or unparsable)."""
+    if type(value) is str:
+        seconds = _TIMES.get(value)
+        if seconds is not None:
+            return seconds
     if not isinstance(value, str) or not value:
         return 0.0
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        seconds = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
-        return 0.0
+        seconds = 0.0
+    if len(_TIMES) >= _TIMES_LIMIT:
+        _TIMES.clear()
+    _TIMES[value] = seconds
+    return seconds
 
 
 def task_status_of(pod: Mapping[str, Any]) -> TaskStatus:

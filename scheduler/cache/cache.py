@@ -65,6 +65,19 @@ from scheduler.framework.snapshot import Snapshot
 __all__ = ["NodeDevicesBuilder", "SchedulerCache"]
 
 _ALLOCATED = ALLOCATED_STATUS._value_
+_COMPLETED = COMPLETED_STATUS._value_
+_HANDLERS = {
+    "Node": "_node",
+    "Pod": "_pod",
+    "PodGroup": "_podgroup",
+    "Queue": "_queue",
+    "PriorityClass": "_priority_class",
+    "Device": "_device",
+    "Namespace": "_namespace",
+    "HyperNode": "_hypernode",
+    "NodeShard": "_node_shard",
+}
+"""The handler method of each kind (looked up per event: no bound methods built for the rest)."""
 
 log = structlog.get_logger("lahar.cache")
 
@@ -207,21 +220,14 @@ class SchedulerCache(CacheWrites):
     # -- events from the cluster ----------------------------------------------------------
     def apply(self, event: str, kind: str, obj: Mapping[str, Any]) -> None:
         """Take one watch event (``ADDED``/``MODIFIED``/``DELETED``) for a raw object."""
-        handlers: dict[str, Callable[[bool, Mapping[str, Any]], None]] = {
-            "Node": self._node,
-            "Pod": self._pod,
-            "PodGroup": self._podgroup,
-            "Queue": self._queue,
-            "PriorityClass": self._priority_class,
-            "Device": self._device,
-            "Namespace": self._namespace,
-            "HyperNode": self._hypernode,
-            "NodeShard": self._node_shard,
-        }
-        handler = (functools.partial(self._dra, kind) if kind in DRA_KINDS
-                   else handlers.get(kind))
-        if handler is None:
-            return
+        handler: Callable[[bool, Mapping[str, Any]], None]
+        if kind in DRA_KINDS:
+            handler = functools.partial(self._dra, kind)
+        else:
+            name = _HANDLERS.get(kind)
+            if name is None:
+                return
+            handler = getattr(self, name)
         with self.lock:
             try:
                 handler(event == "DELETED", obj)
@@ -373,7 +379,7 @@ class SchedulerCache(CacheWrites):
             self.implied.adopt(task, obj, podgroups=self.podgroups, pool=self.pool)
         if isinstance(obj, dict) and (old is None or old.pod is not obj):
             # an object updated in place (the embedded cluster's) was interned when added
-            self.strings.intern(obj)
+            self.strings.add(obj)
         self.pods[key] = obj
         self.broken.pop(f"Pod {key}", None)
         if task.notes:
@@ -391,6 +397,12 @@ class SchedulerCache(CacheWrites):
                 return  # held back until its resync is due
         self.status.seen_pod(key, obj)
         self._add_task(task)
+
+    def intern_deferred(self, count: int = 1000) -> bool:
+        """Intern up to ``count`` pods whose strings were left for later
+        (:mod:`scheduler.cache.intern`); False when none were waiting."""
+        with self.lock:
+            return self.strings.intern_later(count)
 
     def _task_by_key(self, key: str) -> TaskInfo | None:
         pod = self.pods.get(key)
@@ -432,7 +444,7 @@ class SchedulerCache(CacheWrites):
         self.pool.mark_task(task.uid, task.node_name, task.job)
         self.tasks[task.uid] = task
         self.tasks_by_job.setdefault(task.job, {})[task.uid] = task
-        if task.node_name and not task.status & COMPLETED_STATUS:
+        if task.node_name and not task.status._value_ & _COMPLETED:
             self.tasks_by_node.setdefault(task.node_name, {})[task.uid] = task
             node = self.nodes.get(task.node_name)
             if node is not None:

@@ -10,10 +10,11 @@ through :meth:`StatusRecorder.lost` and is then written again when a later cycle
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from scheduler.api.job import JobInfo
+from scheduler.api.podgroup import PodGroup
 from scheduler.api.queue import QueueInfo
 from scheduler.api.resource import Resource
 from scheduler.api.task import TaskInfo
@@ -27,7 +28,7 @@ StatusKey = tuple[str, str]
 ``("podgroup", "ns/name")``, ``("podgroup-event", "ns/name")``, ``("queue", name)``."""
 
 
-def condition_key(conditions: list[Mapping[str, Any]]) -> tuple[tuple[Any, ...], ...]:
+def condition_key(conditions: Sequence[Mapping[str, Any]]) -> tuple[tuple[Any, ...], ...]:
     return tuple(
         sorted(
             (str(c.get("type")), str(c.get("status")), str(c.get("reason")), str(c.get("message")))
@@ -43,6 +44,18 @@ def _status_key(status: Mapping[str, Any]) -> tuple[Any, ...]:
         status.get("running", 0),
         status.get("succeeded", 0),
         status.get("failed", 0),
+    )
+
+
+def podgroup_status_key(podgroup: PodGroup) -> tuple[Any, ...]:
+    """``_status_key(podgroup.status_dict())`` without building the status: a cycle compares
+    every job's status with the last one written, and most have not changed."""
+    return (
+        podgroup.phase,
+        condition_key(podgroup.conditions),
+        podgroup.running or 0,
+        podgroup.succeeded or 0,
+        podgroup.failed or 0,
     )
 
 
@@ -94,9 +107,9 @@ class StatusRecorder:
     def update_podgroup(self, job: JobInfo, event: tuple[str, str, str] | None) -> None:
         podgroup = job.podgroup
         key = f"{podgroup.namespace}/{podgroup.name}"
-        status = podgroup.status_dict()
-        digest = _status_key(status)
+        digest = podgroup_status_key(podgroup)
         if self.podgroup_status.get(key) != digest:
+            status = podgroup.status_dict()
             self.podgroup_status[key] = digest
             self.enqueue(
                 ("podgroup", key),

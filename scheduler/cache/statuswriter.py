@@ -9,9 +9,15 @@ condition while the writer is busy thus become one write of the last.
 
 While binds are queued (``yield_to``) the workers trickle: together they start at most one write
 per ``trickle`` seconds, so status traffic takes the API server's spare capacity, not the
-binds', and still makes progress during a long burst of binds. The queue is bounded: a
-write that finds it full is dropped and ``lost(key)`` is told, as it is for a write that failed,
-so the cache can forget what it believed written and write it again in a later cycle.
+binds', and still makes progress during a long burst of binds.
+
+Queued state is a dirty set: one entry per object, holding its latest write, so it can never
+hold more than the objects the cache mirrors and it takes every write (a restart that has
+40,000 new PodGroups to report queues 40,000 entries and loses none). Only the events are
+bounded: an event that finds ``capacity`` writes queued is dropped, as kube-scheduler's event
+broadcaster drops what its buffer cannot take. ``lost(key)`` is told of a drop, as it is of a
+write that failed, so the cache can forget what it believed written and write it again in a
+later cycle.
 
 Writes are of two kinds. State (a pod's condition, a PodGroup's or Queue's status) is what a
 user and the next scheduler read; events are history and best effort, as in kube-scheduler.
@@ -53,6 +59,7 @@ class CoalescingWriter:
 
     workers: int = 2
     capacity: int = 20_000
+    """Queued writes past which an event is dropped (state is never dropped)."""
     yield_to: Callable[[], bool] | None = None
     trickle: float = 0.1
     lost: Callable[[Hashable], None] | None = None
@@ -83,12 +90,15 @@ class CoalescingWriter:
     def put(self, key: Hashable, write: Write) -> bool:
         """Queue ``write`` for ``key``, replacing a queued one; never blocks.
 
-        False when the write was dropped (queue full or writer stopped).
+        False when the write was dropped (an event finding ``capacity`` writes queued, or the
+        writer stopped); state is always taken while the writer runs.
         """
-        queue = self._events if is_event(key) else self._pending
+        event = is_event(key)
+        queue = self._events if event else self._pending
         with self._cond:
             accepted = not self._closed and (
-                key in queue or len(self._pending) + len(self._events) < self.capacity)
+                not event or key in queue
+                or len(self._pending) + len(self._events) < self.capacity)
             if accepted:
                 if key in queue:
                     self.coalesced += 1
@@ -98,7 +108,7 @@ class CoalescingWriter:
                 self.dropped += 1
         if not accepted:
             if self.dropped % 1000 == 1:  # the first, then every thousandth: no log flood
-                log.warning("status writes dropped: queue full; a later cycle writes them",
+                log.warning("events dropped: queue full",
                             dropped=self.dropped, capacity=self.capacity, key=repr(key))
             self._lose(key)
         return accepted

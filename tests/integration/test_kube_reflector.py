@@ -219,3 +219,72 @@ def test_cached_pods_share_their_repeated_strings() -> None:
     for index in range(3):
         small.intern(json.loads(text)[index])
     assert len(small) == len(one)  # started afresh instead of growing without bound
+
+
+def test_interning_reaches_every_level_and_any_depth() -> None:
+    import json
+
+    from scheduler.cache.intern import StringTable
+
+    class Labels(dict):  # type: ignore[type-arg]
+        """A mapping type other than the decoder's own is still walked."""
+
+    first = {"a": [{"b": "Running"}, ["Running", 1, 2.5, True, None]],
+             "c": Labels(d="Running"), "long": "x" * 65}
+    second = json.loads(json.dumps(first))
+    second["c"] = Labels(second["c"])
+    table = StringTable()
+    table.intern(first)
+    table.intern(second)
+    assert second["a"][0]["b"] is first["a"][0]["b"]
+    assert second["a"][1][0] is first["a"][1][0]
+    assert second["c"]["d"] is first["c"]["d"]
+    assert second["long"] is not first["long"]  # longer strings are left alone
+    assert second["a"][1][1:] == [1, 2.5, True, None]
+    deep: dict[str, object] = {"v": "Running"}
+    for _ in range(5000):  # deeper than the recursion limit: walked all the same
+        deep = {"n": [deep]}
+    table.intern(deep)
+    node = deep
+    while "n" in node:
+        node = node["n"][0]  # type: ignore[index]
+    assert node["v"] is first["a"][0]["b"]
+
+
+def test_deferred_interning_waits_for_the_loop_and_changes_nothing_read() -> None:
+    """While ``lahar run`` defers it (its first sync and cycle), pods are cached as decoded and
+    interned later, between cycles; the tasks read from them are the same either way."""
+    import json
+    import time
+
+    from scheduler.cache.cache import SchedulerCache
+    from tests.apiserver.standalone import fake_pod
+    from tests.builders import IgnoredWrites
+
+    text = json.dumps([fake_pod(i, nodes=3, scheduler="volcano", group_size=4)
+                       for i in range(5)])
+    now, later = (SchedulerCache(writer=IgnoredWrites(), clock=time.time) for _ in range(2))
+    later.strings.deferred = True
+    for pod in json.loads(text):
+        now.apply("ADDED", "Pod", pod)
+    for pod in json.loads(text):
+        later.apply("ADDED", "Pod", pod)
+    pods = [later.pods[key] for key in sorted(later.pods)]
+    assert later.strings.waiting == 5 and len(later.strings) == 0
+    assert pods[0]["status"]["phase"] is not pods[1]["status"]["phase"]
+    assert later.intern_deferred(count=3) and later.strings.waiting == 2
+    assert pods[0]["status"]["phase"] is pods[1]["status"]["phase"]
+    assert pods[3]["status"]["phase"] is not pods[0]["status"]["phase"]
+    assert later.intern_deferred() and later.strings.waiting == 0
+    assert not later.intern_deferred()
+    assert pods[4]["status"]["phase"] is pods[0]["status"]["phase"]
+    assert later.pods == now.pods
+    assert {uid: (task.status, task.node_name, task.resreq, task.job)
+            for uid, task in later.tasks.items()} == {
+        uid: (task.status, task.node_name, task.resreq, task.job)
+        for uid, task in now.tasks.items()}
+    later.strings.deferred = False
+    extra = fake_pod(9, nodes=3, scheduler="volcano", group_size=4)
+    later.apply("ADDED", "Pod", extra)
+    assert later.strings.waiting == 0  # interned at once again
+    assert extra["status"]["phase"] is pods[0]["status"]["phase"]

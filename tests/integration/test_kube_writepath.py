@@ -348,14 +348,42 @@ def test_status_writes_of_one_object_never_overlap() -> None:
     assert writer.written + writer.coalesced == 40
 
 
-def test_a_full_status_queue_drops_and_forgets_so_a_later_cycle_rewrites() -> None:
+def test_a_full_status_queue_drops_events_and_forgets_them() -> None:
+    """Events are best effort past the bound, as client-go's event broadcaster drops what its
+    queue cannot take (``tools/events/event_broadcaster.go``: ``watch.DropIfChannelFull``)."""
     lost: list[Any] = []
     writer = CoalescingWriter(workers=1, capacity=2, lost=lost.append)  # not started
-    assert writer.put(("pod", "a"), lambda: None)
+    assert writer.put(("event", "a"), lambda: None)
     assert writer.put(("pod", "b"), lambda: None)
-    assert writer.put(("pod", "a"), lambda: None)  # same key: replaces, needs no room
-    assert not writer.put(("pod", "c"), lambda: None)
-    assert lost == [("pod", "c")] and writer.dropped == 1
+    assert writer.put(("event", "a"), lambda: None)  # same key: replaces, needs no room
+    assert not writer.put(("event", "c"), lambda: None)
+    assert not writer.put(("podgroup-event", "d"), lambda: None)
+    assert lost == [("event", "c"), ("podgroup-event", "d")] and writer.dropped == 2
+
+
+def test_state_writes_are_a_dirty_set_that_never_drops() -> None:
+    """40,000 PodGroups needing a first status after a restart, twice the bound: every one is
+    queued (latest status wins per PodGroup) and written once, none dropped."""
+    lost: list[Any] = []
+    written: dict[str, int] = {}
+
+    def write(key: str, version: int) -> Callable[[], None]:
+        return lambda: written.__setitem__(key, version)
+
+    writer = CoalescingWriter(workers=2, capacity=20_000, lost=lost.append)  # not started
+    for version in (1, 2):
+        for index in range(40_000):
+            key = f"ns/pg-{index}"
+            assert writer.put(("podgroup", key), write(key, version))
+    assert writer.put(("queue", "default"), write("queue", 1))
+    assert not writer.put(("event", "x"), lambda: None)  # events still keep to the bound
+    assert writer.dropped == 1 and lost == [("event", "x")]
+    assert writer.coalesced == 40_000
+    writer.start()
+    assert writer.stop(timeout=30.0)
+    assert len(written) == 40_001 and set(written.values()) == {1, 2}
+    assert all(written[f"ns/pg-{index}"] == 2 for index in range(40_000))
+    assert writer.written == 40_001
 
 
 def test_a_full_bind_queue_makes_the_session_wait() -> None:

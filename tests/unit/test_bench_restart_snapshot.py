@@ -30,3 +30,17 @@ def test_restart_snapshot_covers_every_object_and_writes_nothing() -> None:
     assert result["snapshot_jobs"] == groups
     assert result["writes_after_restart"] == 0
     assert result["restart_to_first_cycle_seconds"] >= result["first_cycle_seconds"]
+
+
+def test_restart_snapshot_as_lahar_run_has_it_writes_nothing_either(tmp_path: Path) -> None:
+    """``--collector``: the collector off during the sync and the strings interned after the
+    first cycle, as ``lahar run`` does; the restart's decisions and writes are the same."""
+    throughput = _load("bench_throughput")
+    restart = _load("bench_restart_snapshot")
+    profile = tmp_path / "restart.prof"
+    result = restart.run_restart(20, 100, 1, build=throughput.idle_cluster, warmup=3,
+                                 collector=True, profile=str(profile))
+    assert result["snapshot_nodes"] == 20
+    assert result["writes_after_restart"] == 0
+    assert result["interned_after_cpu_seconds"] >= 0
+    assert profile.stat().st_size > 0

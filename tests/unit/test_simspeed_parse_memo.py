@@ -117,3 +117,26 @@ def test_cache_in_place_update_of_a_pod_is_seen() -> None:
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
     cache.apply("MODIFIED", "Pod", pod)
     assert cache.tasks["u1"].resreq.milli_cpu == 3000  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("value", "other"), [
+    (1, 1.0), (1, "1"), (1, True), (0, False), (float("nan"), None), (float("inf"), None),
+    (2**70, float(2**70)), ("1", "1 "), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+])
+def test_keys_tell_apart_what_parses_differently(value: object, other: object) -> None:
+    """The key written by orjson or by ``repr``: values JSON alone would confuse (NaN and
+    null, big integers and floats) still make different keys."""
+    def key(item: object) -> object:
+        pod = make_pod("p1", cpu="1")
+        pod["spec"]["nodeSelector"] = {"zone": item}
+        return PodParseMemo.key(pod, frozenset())
+
+    assert key(value) != key(other)
+    assert key(value) == key(copy.deepcopy(value))
+
+
+def test_an_api_servers_pod_is_keyed_without_repr() -> None:
+    pod = make_pod("p1", cpu="1")
+    assert isinstance(PodParseMemo.key(pod, frozenset())[1], bytes)
+    pod["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "value": None}]
+    assert isinstance(PodParseMemo.key(pod, frozenset())[1], str)  # null: repr's key

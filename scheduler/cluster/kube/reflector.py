@@ -24,7 +24,6 @@ absent; that is logged once, counts as synced, and is looked at again after a wh
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import threading
@@ -32,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.cluster.kube.client import KubeClient, QueryValue, object_path
+from scheduler.cluster.kube.client import KubeClient, QueryValue, loads_json, object_path
 from scheduler.cluster.kube.firstlist import PAGE_SIZE, FirstList, first_page_query
 from scheduler.cluster.kube.retry import status_of
 from scheduler.cluster.kube.transport import Response
@@ -325,7 +324,7 @@ class Reflector:
             for line in iter_lines(response):
                 if stop.is_set():
                     return
-                self._on_event(json.loads(line))
+                self._on_event(loads_json(line))
         finally:
             with self._response_lock:
                 self._response = None

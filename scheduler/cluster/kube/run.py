@@ -552,6 +552,9 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                            sharding_name=args.scheduler_sharding_name,
                            **devices.cache_options())
     devices.install(cache, access=writer, clock=time.time)
+    # A restart waits for the sync and the first cycle: pods' strings are interned after it,
+    # while the loop waits between cycles (scheduler/cache/intern.py).
+    cache.strings.deferred = True
     cache.start_background(bind_workers=args.bind_workers, gate=leading)
     writer.background = cache.enqueue_status
     writer.may_bind = leading  # checked again before each retry of a bind
@@ -637,6 +640,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             try:
                 stats = scheduler.run_once()
                 times.mark("first_cycle_done")
+                cache.strings.deferred = False
                 deadline = (started if from_start else time.monotonic()) + args.schedule_period
                 cache.flush()
                 # Busy: binds went out since the last cycle, or writes are waiting.
@@ -652,6 +656,7 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
             health.beat()
             if deadline is None:  # the cycle failed
                 deadline = time.monotonic() + args.schedule_period
+            cache.intern_deferred()  # some each cycle, the rest while there is time to wait
             while True:
                 if watcher is not None:
                     watcher.poll()
@@ -661,6 +666,10 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                 now = time.monotonic()
                 if now >= deadline:
                     break
+                if cache.intern_deferred():
+                    if now >= wakeable and cache.arrived.is_set():
+                        break
+                    continue
                 if now >= wakeable:
                     if cache.arrived.wait(min(deadline - now, 0.1)) or stop.is_set():
                         break
