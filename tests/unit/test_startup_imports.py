@@ -172,3 +172,66 @@ def test_the_collector_is_off_while_the_conf_loads_and_on_again_after(
     assert codes == [0]
     assert collecting == [False]
     assert gc.isenabled()
+
+
+# -- ``lahar run`` up to its first cycle ----------------------------------------------------------
+# What ``schedule_forever`` imports before the first cycle, with the default conf loaded: the
+# actions the conf does not run and the DRA object model, parsers, CEL selectors and allocator
+# are not imported (kube-scheduler builds its DRA plugin's allocator per pod that has claims:
+# pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, ``Filter``).
+
+FIRST_CYCLE = """
+import sys
+from scheduler.cluster.kube.run import _load_conf, schedule_forever
+from scheduler.commands.cli import build_parser
+args = build_parser("run").parse_args(["run", "--master", "http://127.0.0.1:9"])
+conf = _load_conf(args, "")
+from plugins import PLUGINS
+for tier in conf.tiers:
+    for option in tier:
+        PLUGINS[option.name]
+from scheduler.cache.cache import SchedulerCache
+from scheduler.cluster.kube.cyclemetrics import record_cycle
+from scheduler.cluster.kube.podgroups import PodGroupController
+from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics
+from scheduler.cluster.kube.writer import KubeClusterWriter
+from scheduler.deviceconf import device_support
+from scheduler.loop import Scheduler
+OFF_PATH = ("actions.preempt", "actions.reclaim", "actions.shuffle", "actions.gangpreempt",
+            "actions.gangreclaim", "scheduler.devices.dra.model", "scheduler.devices.dra.parse",
+            "scheduler.devices.dra.cel", "scheduler.devices.dra.allocator",
+            "scheduler.devices.dra.search")
+print(" ".join(m for m in OFF_PATH if m in sys.modules) or "none")
+"""
+
+
+def test_the_run_path_to_the_first_cycle_imports_no_unused_action_and_no_dra_model() -> None:
+    assert _python(FIRST_CYCLE) == "none"
+
+
+DRA_OBJECT = """
+import sys
+import time
+from scheduler.cache.cache import SchedulerCache
+cache = SchedulerCache(writer=None, clock=time.time)
+before = "scheduler.devices.dra.model" in sys.modules
+cache.apply("ADDED", "ResourceSlice", {
+    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+    "spec": {"driver": "d", "nodeName": "n1",
+             "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+             "devices": [{"name": "g0"}]}})
+print(before, "scheduler.devices.dra.model" in sys.modules,
+      [s.node_name for s in cache.dra.parsed["ResourceSlice"].values()])
+"""
+
+
+def test_the_dra_model_loads_with_the_first_dra_object() -> None:
+    assert _python(DRA_OBJECT) == "False True ['n1']"
+
+
+def test_the_allocator_errors_are_the_ones_the_framework_catches() -> None:
+    from scheduler.devices.dra import allocator
+    from scheduler.framework import dra, draapi
+
+    assert allocator.AllocatorError is draapi.AllocatorError is dra.AllocatorError
+    assert allocator.Unschedulable is draapi.Unschedulable is dra.Unschedulable
