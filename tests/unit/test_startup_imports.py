@@ -66,7 +66,7 @@ def test_cel_python_is_loaded_at_the_first_selector_not_at_import() -> None:
 # it imports the scheduler core, so nothing on the path to them may import that core.
 
 HEAVY = ("numpy", "scheduler.conf", "scheduler.framework.session", "scheduler.cache.cache",
-         "scheduler.loop", "actions", "scheduler.devices.dra.allocator",
+         "scheduler.loop", "actions", "prometheus_client", "scheduler.devices.dra.allocator",
          "scheduler.devices.gpushare", "scheduler.devices.vgpu_family",
          "scheduler.devices.finegrained.family")
 
@@ -200,13 +200,33 @@ from scheduler.loop import Scheduler
 OFF_PATH = ("actions.preempt", "actions.reclaim", "actions.shuffle", "actions.gangpreempt",
             "actions.gangreclaim", "scheduler.devices.dra.model", "scheduler.devices.dra.parse",
             "scheduler.devices.dra.cel", "scheduler.devices.dra.allocator",
-            "scheduler.devices.dra.search")
+            "scheduler.devices.dra.search", "prometheus_client", "scheduler.metrics")
 print(" ".join(m for m in OFF_PATH if m in sys.modules) or "none")
 """
 
 
 def test_the_run_path_to_the_first_cycle_imports_no_unused_action_and_no_dra_model() -> None:
+    """Nor the Prometheus client: the cycle's metrics are published at its close (the
+    first binds are on their way by then) and ``/metrics`` imports it at its first scrape."""
     assert _python(FIRST_CYCLE) == "none"
+
+
+FIRST_SCRAPE = """
+import sys, urllib.request
+from scheduler.httpserver import HttpServer
+server = HttpServer("127.0.0.1:0", endpoints={"/metrics"}).start()
+before = "prometheus_client" in sys.modules
+with urllib.request.urlopen(f"{server.url}/metrics", timeout=30) as answer:
+    text = answer.read().decode()
+    kind = answer.headers["Content-Type"]
+server.stop()
+print(before, "volcano_e2e_scheduling_latency_milliseconds" in text, kind.startswith("text/plain"))
+"""
+
+
+def test_the_first_scrape_serves_the_whole_registry() -> None:
+    """A scrape before the first cycle gets every metric (at zero), as before."""
+    assert _python(FIRST_SCRAPE) == "False True True"
 
 
 DRA_OBJECT = """
