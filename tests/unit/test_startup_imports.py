@@ -66,7 +66,8 @@ def test_cel_python_is_loaded_at_the_first_selector_not_at_import() -> None:
 # it imports the scheduler core, so nothing on the path to them may import that core.
 
 HEAVY = ("numpy", "scheduler.conf", "scheduler.framework.session", "scheduler.cache.cache",
-         "scheduler.loop", "actions", "prometheus_client", "scheduler.devices.dra.allocator",
+         "scheduler.loop", "actions", "prometheus_client", "tenacity",
+         "scheduler.devices.dra.allocator",
          "scheduler.devices.gpushare", "scheduler.devices.vgpu_family",
          "scheduler.devices.finegrained.family")
 
@@ -200,7 +201,7 @@ from scheduler.loop import Scheduler
 OFF_PATH = ("actions.preempt", "actions.reclaim", "actions.shuffle", "actions.gangpreempt",
             "actions.gangreclaim", "scheduler.devices.dra.model", "scheduler.devices.dra.parse",
             "scheduler.devices.dra.cel", "scheduler.devices.dra.allocator",
-            "scheduler.devices.dra.search", "prometheus_client", "scheduler.metrics")
+            "scheduler.devices.dra.search", "prometheus_client", "scheduler.metrics", "tenacity")
 print(" ".join(m for m in OFF_PATH if m in sys.modules) or "none")
 """
 
