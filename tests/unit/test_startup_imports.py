@@ -193,6 +193,10 @@ for tier in conf.tiers:
         PLUGINS[option.name]
 from scheduler.cache.cache import SchedulerCache
 from scheduler.cluster.kube.cyclemetrics import record_cycle
+import scheduler.cluster.kube.run as run
+source = open(run.__file__).read()
+body = source[source.index("def schedule_forever"):source.index("times.mark('imported')".replace("'", chr(34)))]
+exec(chr(10).join(line[4:] for line in body.splitlines() if line.startswith("    from scheduler.")))
 from scheduler.cluster.kube.podgroups import PodGroupController
 from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics
 from scheduler.cluster.kube.writer import KubeClusterWriter
@@ -201,7 +205,8 @@ from scheduler.loop import Scheduler
 OFF_PATH = ("actions.preempt", "actions.reclaim", "actions.shuffle", "actions.gangpreempt",
             "actions.gangreclaim", "scheduler.devices.dra.model", "scheduler.devices.dra.parse",
             "scheduler.devices.dra.cel", "scheduler.devices.dra.allocator",
-            "scheduler.devices.dra.search", "prometheus_client", "scheduler.metrics", "tenacity")
+            "scheduler.devices.dra.search", "prometheus_client", "scheduler.metrics", "tenacity",
+            "scheduler.cluster.kube.discovery")
 print(" ".join(m for m in OFF_PATH if m in sys.modules) or "none")
 """
 
