@@ -1,16 +1,17 @@
 """Actions, one per module, in an explicit registry keyed by the conf's action names.
 
 The registry names every action's module and class up front and imports a module the first
-time its action is looked up (:class:`~scheduler.lazyregistry.LazyRegistry`): a conf running
-``enqueue, allocate, backfill`` never imports the preemption and reclaim modules. Membership
-and iteration import nothing, so an unknown action is refused before any import.
+time its action is looked up (:class:`~scheduler.framework.lazyregistry.LazyRegistry`): a
+conf running ``enqueue, allocate, backfill`` never imports the preemption and reclaim
+modules. Membership and iteration import nothing, so an unknown action is refused before
+any import.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from scheduler.lazyregistry import LazyRegistry
+from scheduler.framework.lazyregistry import LazyRegistry
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session

@@ -8,7 +8,7 @@ imports on a small machine). Iterating or testing membership imports nothing.
 
 from __future__ import annotations
 
-from scheduler.lazyregistry import LazyRegistry as PluginRegistry
+from scheduler.framework.lazyregistry import LazyRegistry as PluginRegistry
 
 __all__ = ["PLUGINS", "PluginRegistry"]
 

@@ -18,7 +18,7 @@ import pytest
 
 from actions import ACTIONS
 from scheduler.conf import ConfError, parse_conf
-from scheduler.lazyregistry import LazyRegistry
+from scheduler.framework.lazyregistry import LazyRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 
