@@ -1,18 +1,20 @@
-"""Actions, one per module, in an explicit registry keyed by the conf's action names."""
+"""Actions, one per module, in an explicit registry keyed by the conf's action names.
+
+The registry names every action's module and class up front and imports a module the first
+time its action is looked up (:class:`~scheduler.framework.lazyregistry.LazyRegistry`): a
+conf running ``enqueue, allocate, backfill`` never imports the preemption and reclaim
+modules. Membership and iteration import nothing, so an unknown action is refused before
+any import.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from actions.allocate import Allocate
-from actions.backfill import Backfill
-from actions.enqueue import Enqueue
-from actions.gangpreempt import GangPreempt
-from actions.gangreclaim import GangReclaim
-from actions.preempt import Preempt
-from actions.reclaim import Reclaim
-from actions.shuffle import Shuffle
-from scheduler.framework.session import Session
+from scheduler.framework.lazyregistry import LazyRegistry
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 __all__ = ["ACTIONS", "Action"]
 
@@ -23,7 +25,14 @@ class Action(Protocol):
     def execute(self, session: Session) -> None: ...
 
 
-ACTIONS: dict[str, type[Action]] = {
-    cls.NAME: cls
-    for cls in (Enqueue, Allocate, Backfill, Preempt, Reclaim, Shuffle, GangPreempt, GangReclaim)
-}
+ACTIONS = LazyRegistry({
+    "enqueue": "actions.enqueue:Enqueue",
+    "allocate": "actions.allocate:Allocate",
+    "backfill": "actions.backfill:Backfill",
+    "preempt": "actions.preempt:Preempt",
+    "reclaim": "actions.reclaim:Reclaim",
+    "shuffle": "actions.shuffle:Shuffle",
+    "gangpreempt": "actions.gangpreempt:GangPreempt",
+    "gangreclaim": "actions.gangreclaim:GangReclaim",
+})
+"""Conf name → :class:`Action` class."""

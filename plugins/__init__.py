@@ -8,41 +8,9 @@ imports on a small machine). Iterating or testing membership imports nothing.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
-from typing import Any
+from scheduler.framework.lazyregistry import LazyRegistry as PluginRegistry
 
 __all__ = ["PLUGINS", "PluginRegistry"]
-
-
-class PluginRegistry(Mapping[str, Any]):
-    """Conf name → plugin class, each module imported on its first lookup."""
-
-    __slots__ = ("_loaded", "_where")
-
-    def __init__(self, where: Mapping[str, str]) -> None:
-        self._where = dict(where)
-        self._loaded: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        cls = self._loaded.get(name)
-        if cls is None:
-            module, _, attribute = self._where[name].partition(":")
-            cls = getattr(importlib.import_module(module), attribute)
-            if name != cls.NAME:
-                raise ImportError(f"{module}.{attribute} is named {cls.NAME!r}, not {name!r}")
-            self._loaded[name] = cls
-        return cls
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._where)
-
-    def __len__(self) -> int:
-        return len(self._where)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._where
-
 
 PLUGINS = PluginRegistry({
     "priority": "plugins.priority:Priority",

@@ -41,6 +41,7 @@ conf or, on a reload, keeps the conf it has; ``lahar run`` does the same. A conf
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,8 +51,6 @@ import structlog
 import yaml
 
 from actions import ACTIONS
-from actions.preempt import PreemptArgs
-from actions.reclaim import ReclaimArgs
 from plugins import PLUGINS
 from scheduler.confyaml import UnreadableFile, load_conf_yaml, read_text
 from scheduler.framework.arguments import ArgumentError, arg, closest, parse_args, yaml_text
@@ -171,15 +170,26 @@ class PredicateErrorCacheArgs:
     predicate_error_cache: bool = arg("predicateErrorCacheEnable", True)
 
 
-ACTION_ARGS: dict[str, type] = {
+ACTION_ARGS: dict[str, type | str] = {
     "allocate": PredicateErrorCacheArgs,
     "backfill": PredicateErrorCacheArgs,
-    "preempt": PreemptArgs,
-    "reclaim": ReclaimArgs,
+    "preempt": "actions.preempt:PreemptArgs",
+    "reclaim": "actions.reclaim:ReclaimArgs",
 }
 """The typed arguments of each action, checked at load as Volcano's getters read them (a value
 of the wrong type is a warning and keeps its default); an action class's own ``Args`` comes
-first."""
+first. An action's own module is named as ``"module:Class"`` and imported only when the conf
+configures that action (:func:`action_args_class`)."""
+
+
+def action_args_class(name: str) -> type | None:
+    """The typed arguments of action ``name`` from :data:`ACTION_ARGS` (None: untyped)."""
+    where = ACTION_ARGS.get(name)
+    if not isinstance(where, str):
+        return where
+    module, _, attribute = where.partition(":")
+    cls: type = getattr(importlib.import_module(module), attribute)
+    return cls
 
 
 def ignored(where: str, what: str, why: str) -> str:
@@ -423,7 +433,7 @@ def _configurations(
             warnings.append(ignored(here, f"action {name!r}", "it is not in actions"))
             continue
         cls = ACTIONS.get(name)
-        args_cls = getattr(cls, "Args", None) or ACTION_ARGS.get(name)
+        args_cls = getattr(cls, "Args", None) or action_args_class(name)
         if args_cls is not None:
             try:
                 _, arg_warnings = parse_args(args_cls, arguments)

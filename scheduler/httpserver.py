@@ -23,8 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
-from scheduler import metrics
-
 __all__ = ["CONNECTIONS", "IDLE_TIMEOUT", "WORKERS", "HttpServer", "parse_address"]
 
 WORKERS = 8
@@ -37,6 +35,14 @@ IDLE_TIMEOUT = 2.0
 Probe = Callable[[], bool]
 _log = logging.getLogger(__name__)
 ENDPOINTS = frozenset({"/metrics", "/healthz", "/livez", "/readyz"})
+
+
+def _exposition() -> bytes:
+    """``scheduler.metrics``' registry, its Prometheus client imported at the first scrape (or
+    the first cycle's end, whichever comes first) rather than before the first LISTs."""
+    from scheduler import metrics
+
+    return metrics.exposition()
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -53,14 +59,14 @@ class HttpServer:
 
     def __init__(self, address: str, *, endpoints: Iterable[str] = ENDPOINTS,
                  healthz: Probe = lambda: True, readyz: Probe = lambda: True,
-                 exposition: Callable[[], bytes] = metrics.exposition) -> None:
+                 exposition: Callable[[], bytes] | None = None) -> None:
         self.address = parse_address(address)
         self.endpoints = frozenset(endpoints) & ENDPOINTS
         if "/healthz" in self.endpoints:
             self.endpoints |= {"/livez"}
         self.healthz = healthz
         self.readyz = readyz
-        self.exposition = exposition
+        self.exposition = exposition or _exposition
         self._server: _BoundedServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -145,6 +151,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             if path == "/metrics":
+                from scheduler import metrics
+
                 self._reply(200, owner.exposition(), metrics.CONTENT_TYPE)
             elif path in ("/healthz", "/livez"):
                 self._probe(owner.healthz(), b"ok\n", b"unhealthy\n")

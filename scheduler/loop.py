@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from actions import ACTIONS
+from actions import ACTIONS, Action
 from plugins import PLUGINS
 from scheduler.cache.cache import SchedulerCache
 from scheduler.conf import SchedulerConf
@@ -37,6 +37,15 @@ class CycleStats:
     nodes: int = 0
 
 
+class _Actions(dict[str, Action]):
+    """Action name → its one instance, made at its first lookup: the registry imports an
+    action's module only when a cycle first runs it."""
+
+    def __missing__(self, name: str) -> Action:
+        action = self[name] = ACTIONS[name]()
+        return action
+
+
 class Scheduler:
     def __init__(
         self,
@@ -58,7 +67,7 @@ class Scheduler:
         self.on_close = on_close
         """Told each closed session before it is released (the web view is built there)."""
         self.cursor = 0
-        self.actions = {name: ACTIONS[name]() for name in ACTIONS}
+        self.actions = _Actions()
 
     def set_conf(self, conf: SchedulerConf) -> None:
         """Use ``conf`` from the next cycle on."""

@@ -1,20 +1,29 @@
 """The surface of the DRA allocator package (:mod:`scheduler.devices.dra`) that scheduling
 uses, imported in this one place: the object parsers and the allocation's wire form, the
-feature gates, the allocated-device state and the allocator itself."""
+feature gates, the allocated-device state and the allocator itself.
+
+Only the gates, the allocated-device state and the allocator's errors are imported with this
+module; the object model, the parsers, the CEL selectors and the allocator's search (about a
+tenth of a second of imports, most of it the model's dataclasses) load at the first call that
+needs them: the first DRA object the cache receives or the first claim a pod asks for. A
+cluster without DRA never pays for them.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from scheduler.devices.dra.allocator import AllocatorError, Unschedulable, allocate
-from scheduler.devices.dra.cel import CELError, compile_selector, device_matches
-from scheduler.devices.dra.parse import (
-    allocation_to_dict,
-    device_class_from_dict,
-    resource_claim_from_dict,
-    resource_slice_from_dict,
-)
+from scheduler.devices.dra.errors import AllocatorError, Unschedulable
 from scheduler.devices.dra.state import AllocatedState, Features
+
+if TYPE_CHECKING:
+    from scheduler.devices.dra.model import (
+        AllocationResult,
+        DeviceClass,
+        ResourceClaim,
+        ResourceSlice,
+    )
 
 __all__ = [
     "AllocatedState",
@@ -31,6 +40,51 @@ __all__ = [
 ]
 
 
+def allocate(
+    *,
+    node_name: str,
+    node_labels: Mapping[str, str],
+    claims: Sequence[ResourceClaim],
+    classes: Mapping[str, DeviceClass],
+    slices: Sequence[ResourceSlice],
+    allocated: AllocatedState,
+    features: Features,
+    share_id: Callable[[], str] | None = None,
+) -> list[AllocationResult]:
+    """The allocator (:func:`scheduler.devices.dra.allocator.allocate`); ``share_id`` None
+    takes its default."""
+    from scheduler.devices.dra import allocator
+
+    return allocator.allocate(node_name=node_name, node_labels=node_labels, claims=claims,
+                              classes=classes, slices=slices, allocated=allocated,
+                              features=features,
+                              share_id=share_id or allocator.new_share_id)
+
+
+def allocation_to_dict(result: AllocationResult) -> dict[str, Any]:
+    from scheduler.devices.dra.parse import allocation_to_dict as to_dict
+
+    return to_dict(result)
+
+
+def device_class_from_dict(obj: Mapping[str, Any]) -> DeviceClass:
+    from scheduler.devices.dra.parse import device_class_from_dict as parse
+
+    return parse(obj)
+
+
+def resource_claim_from_dict(obj: Mapping[str, Any]) -> ResourceClaim:
+    from scheduler.devices.dra.parse import resource_claim_from_dict as parse
+
+    return parse(obj)
+
+
+def resource_slice_from_dict(obj: Mapping[str, Any]) -> ResourceSlice:
+    from scheduler.devices.dra.parse import resource_slice_from_dict as parse
+
+    return parse(obj)
+
+
 def parse_feature_gates(text: str) -> Any:
     """``--feature-gates`` as kube-scheduler reads it (the DRA gates; others are not ours);
     raises ``ValueError`` for a malformed value."""
@@ -43,6 +97,8 @@ def claims_may_use(claims: Any, device: Any, driver: str, *, classes: Any,
     CEL selectors match), or whether taking the device may change what they get in some other
     way (it consumes shared counters, a selector fails): False only when the device is none of
     their business."""
+    from scheduler.devices.dra.cel import CELError, compile_selector, device_matches
+
     if device.consumes_counters:
         return True
     for claim in claims:

@@ -275,3 +275,31 @@ def test_client_errors_carry_status_body_and_retry_after(serve_with) -> None:
     with pytest.raises(ApiError):
         client.request_json("GET", "/api/v1/nodes/n1")
     assert server.connections == 1
+
+
+def test_warm_connections_are_taken_by_the_burst_that_follows(serve_with) -> None:
+    """``lahar run`` opens a few connections as the caches sync, so that the first cycle's
+    binds do not each wait for a handshake (kube-scheduler's binds share one HTTP/2
+    connection opened long before: client-go's transport, ``http2.ConfigureTransports``)."""
+    server = serve_with(lambda conn, _: conn.sendall(answer(b"{}")) or True)
+    transport = transport_for(server)
+    assert transport.warm(3) == 3
+    assert transport.warm(3) == 0  # three idle already: nothing more opened
+    deadline = time.monotonic() + 5
+    while server.connections < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.connections == 3
+    taken = [transport.request("POST", "/bind", headers={}, body=b"{}", timeout=(1, 1))
+             for _ in range(3)]
+    assert [response.status for response in taken] == [200, 200, 200]
+    assert server.connections == 3  # the three binds went out on the warm connections
+    for response in taken:
+        response.release_conn()
+
+
+def test_warming_stops_at_the_first_failure() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    transport = Transport(Endpoint.from_url(f"http://127.0.0.1:{port}"))
+    assert transport.warm(4, connect_timeout=1.0) == 0

@@ -66,7 +66,8 @@ def test_cel_python_is_loaded_at_the_first_selector_not_at_import() -> None:
 # it imports the scheduler core, so nothing on the path to them may import that core.
 
 HEAVY = ("numpy", "scheduler.conf", "scheduler.framework.session", "scheduler.cache.cache",
-         "scheduler.loop", "actions", "scheduler.devices.dra.allocator",
+         "scheduler.loop", "actions", "prometheus_client", "tenacity",
+         "scheduler.devices.dra.allocator",
          "scheduler.devices.gpushare", "scheduler.devices.vgpu_family",
          "scheduler.devices.finegrained.family")
 
@@ -172,3 +173,91 @@ def test_the_collector_is_off_while_the_conf_loads_and_on_again_after(
     assert codes == [0]
     assert collecting == [False]
     assert gc.isenabled()
+
+
+# -- ``lahar run`` up to its first cycle ----------------------------------------------------------
+# What ``schedule_forever`` imports before the first cycle, with the default conf loaded: the
+# actions the conf does not run and the DRA object model, parsers, CEL selectors and allocator
+# are not imported (kube-scheduler builds its DRA plugin's allocator per pod that has claims:
+# pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, ``Filter``).
+
+FIRST_CYCLE = """
+import sys
+from scheduler.cluster.kube.run import _load_conf, schedule_forever
+from scheduler.commands.cli import build_parser
+args = build_parser("run").parse_args(["run", "--master", "http://127.0.0.1:9"])
+conf = _load_conf(args, "")
+from plugins import PLUGINS
+for tier in conf.tiers:
+    for option in tier:
+        PLUGINS[option.name]
+from scheduler.cache.cache import SchedulerCache
+from scheduler.cluster.kube.cyclemetrics import record_cycle
+import scheduler.cluster.kube.run as run
+source = open(run.__file__).read()
+body = source[source.index("def schedule_forever"):source.index("times.mark('imported')".replace("'", chr(34)))]
+exec(chr(10).join(line[4:] for line in body.splitlines() if line.startswith("    from scheduler.")))
+from scheduler.cluster.kube.podgroups import PodGroupController
+from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics
+from scheduler.cluster.kube.writer import KubeClusterWriter
+from scheduler.deviceconf import device_support
+from scheduler.loop import Scheduler
+OFF_PATH = ("actions.preempt", "actions.reclaim", "actions.shuffle", "actions.gangpreempt",
+            "actions.gangreclaim", "scheduler.devices.dra.model", "scheduler.devices.dra.parse",
+            "scheduler.devices.dra.cel", "scheduler.devices.dra.allocator",
+            "scheduler.devices.dra.search", "prometheus_client", "scheduler.metrics", "tenacity",
+            "scheduler.cluster.kube.discovery")
+print(" ".join(m for m in OFF_PATH if m in sys.modules) or "none")
+"""
+
+
+def test_the_run_path_to_the_first_cycle_imports_no_unused_action_and_no_dra_model() -> None:
+    """Nor the Prometheus client: the cycle's metrics are published at its close (the
+    first binds are on their way by then) and ``/metrics`` imports it at its first scrape."""
+    assert _python(FIRST_CYCLE) == "none"
+
+
+FIRST_SCRAPE = """
+import sys, urllib.request
+from scheduler.httpserver import HttpServer
+server = HttpServer("127.0.0.1:0", endpoints={"/metrics"}).start()
+before = "prometheus_client" in sys.modules
+with urllib.request.urlopen(f"{server.url}/metrics", timeout=30) as answer:
+    text = answer.read().decode()
+    kind = answer.headers["Content-Type"]
+server.stop()
+print(before, "volcano_e2e_scheduling_latency_milliseconds" in text, kind.startswith("text/plain"))
+"""
+
+
+def test_the_first_scrape_serves_the_whole_registry() -> None:
+    """A scrape before the first cycle gets every metric (at zero), as before."""
+    assert _python(FIRST_SCRAPE) == "False True True"
+
+
+DRA_OBJECT = """
+import sys
+import time
+from scheduler.cache.cache import SchedulerCache
+cache = SchedulerCache(writer=None, clock=time.time)
+before = "scheduler.devices.dra.model" in sys.modules
+cache.apply("ADDED", "ResourceSlice", {
+    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+    "spec": {"driver": "d", "nodeName": "n1",
+             "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+             "devices": [{"name": "g0"}]}})
+print(before, "scheduler.devices.dra.model" in sys.modules,
+      [s.node_name for s in cache.dra.parsed["ResourceSlice"].values()])
+"""
+
+
+def test_the_dra_model_loads_with_the_first_dra_object() -> None:
+    assert _python(DRA_OBJECT) == "False True ['n1']"
+
+
+def test_the_allocator_errors_are_the_ones_the_framework_catches() -> None:
+    from scheduler.devices.dra import allocator
+    from scheduler.framework import dra, draapi
+
+    assert allocator.AllocatorError is draapi.AllocatorError is dra.AllocatorError
+    assert allocator.Unschedulable is draapi.Unschedulable is dra.Unschedulable

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from scheduler import metrics
 from scheduler.api.resource import Resource
 from scheduler.framework.close import roll_up
 
@@ -29,6 +28,8 @@ def _resource_map(resource: Resource) -> dict[str, float]:
 
 def record_cycle(stats: Any, cache: Any) -> None:
     """Observe latencies, schedule attempts, unschedulable counts and queue gauges."""
+    from scheduler import metrics  # the Prometheus client loads after the first cycle
+
     metrics.observe_e2e(stats.seconds)
     metrics.observe_open_session(stats.plugin_open_seconds)
     for action, seconds in stats.action_seconds.items():

@@ -5,19 +5,24 @@ status (400, 403, 404, 409 conflict, 410 gone, 422 invalid) is an answer and ret
 repeat the same refusal. Waits use full jitter (``wait_random_exponential``) so that many replicas
 or bind workers hitting the same failure do not retry in lock step, and a ``Retry-After`` header on
 a 429 is honoured up to the policy's cap.
+
+tenacity is imported at the first failure worth retrying: the first attempt runs bare, and a
+start whose requests all succeed (nearly every one) does not pay for the import.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import tenacity
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scheduler.cluster.kube.client import ApiError
+
+if TYPE_CHECKING:
+    import tenacity
 
 __all__ = [
     "RETRYABLE_STATUSES",
@@ -76,9 +81,11 @@ class RetryPolicy:
     max_wait: float = 5.0
     retry_throttled: bool = True
     """Whether 429 is retried; evictions turn it off, their 429 means a PodDisruptionBudget."""
-    sleep: Callable[[float], None] = field(default=tenacity.nap.sleep, compare=False)
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
+        import tenacity
+
         jitter = tenacity.wait_random_exponential(multiplier=self.initial_wait,
                                                   max=self.max_wait)(state)
         outcome = state.outcome
@@ -99,6 +106,8 @@ class RetryPolicy:
 
     def retrying(self) -> tenacity.Retrying:
         """A fresh ``Retrying`` (they keep per-call statistics, so one per call is safest)."""
+        import tenacity
+
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(max(self.attempts, 1)),
             wait=self._wait,

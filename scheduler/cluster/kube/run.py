@@ -236,6 +236,9 @@ def _load_conf(args: argparse.Namespace, gates: str) -> Any:
             gc.enable()
 
 
+WARM_BINDS = 8
+"""Connections opened for the first cycle's binds as the caches sync (see ``Transport.warm``)."""
+
 FIRST_LISTS_KEPT = 30.0
 """Seconds the first LISTs' answers wait for the scheduler to take them (a standby that has not
 won the Lease by then drops them and lists again when it leads)."""
@@ -530,7 +533,6 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
     times.mark("lists_sent", at=first_lists.sent_at)
     from scheduler.cache.cache import SchedulerCache
     from scheduler.cluster.kube.cyclemetrics import record_cycle
-    from scheduler.cluster.kube.discovery import DiscoveryController
     from scheduler.cluster.kube.podgroups import PodGroupController
     from scheduler.cluster.kube.sessionmetrics import LaharGauges, SessionMetrics, chain
     from scheduler.cluster.kube.writer import KubeClusterWriter
@@ -565,8 +567,12 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
                                  known=lambda namespace, name: _known_podgroup(cache, namespace,
                                                                                name))
               if args.enable_podgroup_controller else None)
-    discovery = (DiscoveryController(client, args.hypernode_discovery_config, leading=leading)
-                 if args.hypernode_discovery_config else None)
+    discovery: DiscoveryController | None = None
+    if args.hypernode_discovery_config:  # its module only then (a few dataclasses, 6 ms)
+        from scheduler.cluster.kube.discovery import DiscoveryController
+
+        discovery = DiscoveryController(client, args.hypernode_discovery_config,
+                                        leading=leading)
     gauges = LaharGauges(cache, groups)
     reflectors = ReflectorGroup([Reflector(client=client, resource=spec,
                                            handler=_feed(cache, spec.kind, groups, discovery,
@@ -599,6 +605,11 @@ def schedule_forever(client: KubeClient, *, args: argparse.Namespace, conf: Any,
         if collecting:
             gc.enable()
     times.mark("synced")
+    # The first cycle's binds leave together, each on a connection of its own: open a few
+    # while the cycle runs (the watches have taken theirs by now), so that the first binds do
+    # not each wait for a TLS handshake.
+    threading.Thread(target=client.transport.warm, args=(min(args.bind_workers, WARM_BINDS),),
+                     daemon=True, name="warm-connections").start()
     # A queue created a moment ago reaches the cache through its watch; without this wait the
     # first cycles would tell the default queue's pods that their queue does not exist.
     for _ in range(100):

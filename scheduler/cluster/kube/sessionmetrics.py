@@ -7,6 +7,10 @@ first became ready (Volcano's ``e2e_job_scheduling_*``), how many cycles each jo
 ready (``job_retry_counts``, the gang plugin's ``OnSessionClose``), and each vGPU card's usage
 (Volcano sets those gauges from the card ledger's ``GetStatus``). Only series whose value
 changed are set, so a cycle costs what changed plus one pass over jobs and vGPU nodes.
+
+The Prometheus client (``scheduler.metrics``) is imported at the first session's close, not
+with this module: ``lahar run`` imports this module before its first cycle, and the client's
+import would delay the first binds.
 """
 
 from __future__ import annotations
@@ -15,13 +19,18 @@ import logging
 import time
 from typing import Any
 
-from scheduler import metrics
 from scheduler.api.podgroup import PHASE_RUNNING
 from scheduler.api.resource import Resource
 
 __all__ = ["LaharGauges", "SessionMetrics", "chain"]
 
 _log = logging.getLogger(__name__)
+
+
+def _metrics() -> Any:
+    from scheduler import metrics
+
+    return metrics
 
 
 def _resource_map(resource: Resource) -> dict[str, float]:
@@ -41,9 +50,10 @@ class SessionMetrics:
         key = (gauge, *labels)
         if self._last.get(key) != value:
             self._last[key] = value
-            metrics.set_gauge(gauge, value, *labels)
+            _metrics().set_gauge(gauge, value, *labels)
 
     def __call__(self, session: Any, stats: Any) -> None:
+        metrics = _metrics()
         now = session.clock()
         for entry in session.plugin_entries():
             plugin = entry.plugin
@@ -81,6 +91,7 @@ class SessionMetrics:
         self._vgpu(session)
 
     def _vgpu(self, session: Any) -> None:
+        metrics = _metrics()
         for node in session.nodes.values():
             for ledger in node.others.values():
                 for card in getattr(ledger, "cards", None) or ():
@@ -118,6 +129,7 @@ class LaharGauges:
         self.last_event = time.monotonic()
 
     def __call__(self, session: Any, stats: Any) -> None:
+        metrics = _metrics()
         binds = getattr(self.cache, "binds", None)
         metrics.BIND_QUEUE.set(binds.backlog if binds is not None else 0)
         writer = getattr(self.cache, "background", None)

@@ -311,6 +311,21 @@ class Transport:
         conn.reused = True
         self._idle.append(conn)
 
+    def warm(self, count: int, *, connect_timeout: float | None = 5.0) -> int:
+        """Open connections until ``count`` are idle (at most :attr:`max_idle`), for a burst
+        about to come (the first cycle's binds): each would otherwise start with its own TLS
+        handshake while the burst waits. Returns how many were opened; stops at the first
+        failure (the requests that follow open their own and report it)."""
+        opened = 0
+        while not self._closed and len(self._idle) < min(count, self.max_idle):
+            try:
+                conn = self._open(connect_timeout)
+            except OSError:  # a ProtocolFault and a TLS error are OSErrors too
+                break
+            self.give_back(conn)
+            opened += 1
+        return opened
+
     def close(self) -> None:
         self._closed = True
         while True:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
+from scheduler.devices.dra.errors import AllocatorError, Unschedulable
 from scheduler.devices.dra.explain import explain
 from scheduler.devices.dra.model import (
     AllocationResult,
@@ -38,18 +39,6 @@ __all__ = [
 
 MAX_RESULTS = 32
 """resourceapi.AllocationResultsMaxSize."""
-
-
-class AllocatorError(Exception):
-    """What kube-scheduler's allocator returns as an error (the pod gets SchedulerError)."""
-
-
-class Unschedulable(Exception):
-    """No device fits: the reason names the claim, the request and why."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
 
 
 def new_share_id() -> str:

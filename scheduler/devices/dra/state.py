@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from scheduler.devices.dra.model import AllocationResult, ResourceClaim
+if TYPE_CHECKING:  # annotations only: the object model loads with the first DRA object
+    from scheduler.devices.dra.model import AllocationResult, ResourceClaim
 
 __all__ = ["GATES", "AllocatedState", "DeviceID", "FeatureGateError", "Features"]
 

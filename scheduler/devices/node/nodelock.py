@@ -28,10 +28,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+if TYPE_CHECKING:
+    from tenacity import Retrying
 
 __all__ = [
     "HAMI_EXPIRE_ENV",
@@ -171,6 +173,9 @@ class NodeLocker:
     interval: float = 0.1
 
     def _retrying(self) -> Retrying:
+        # imported here: a scheduler without device families never locks a node
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
         return Retrying(stop=stop_after_attempt(self.attempts), wait=wait_fixed(self.interval),
                         sleep=self.sleep, retry=retry_if_exception_type(_Conflict), reraise=True)
 
