@@ -22,9 +22,11 @@ __all__ = ["Drf", "dominant_share"]
 _SHARE_EPSILON = 1e-6
 
 
-def dominant_share(allocated: Resource, total: Resource) -> float:
+def dominant_share(allocated: Resource, total: Resource,
+                   names: list[str] | None = None) -> float:
+    """``names``: ``total.resource_names()`` when the caller already has them."""
     share = 0.0
-    for name in total.resource_names():
+    for name in total.resource_names() if names is None else names:
         share = max(share, allocated.get(name) / total.get(name))
     return share
 
@@ -44,6 +46,8 @@ class Drf(PluginBase[NoArgs]):
         self.shares: dict[JobID, float] = {}
         """Shares computed so far: a share is a function of the job's allocation, so it is
         derived when a job is first ordered and again on every change of its allocation."""
+        self.total_names = session.total_resource.resource_names()
+        """The cluster total's dimensions, fixed for the session (sorted once, not per share)."""
 
     def allocation(self, uid: JobID) -> Resource | None:
         allocated = self.allocated.get(uid)
@@ -61,7 +65,8 @@ class Drf(PluginBase[NoArgs]):
             allocated = self.allocation(uid)
             if allocated is None:
                 return 0.0
-            share = self.shares[uid] = dominant_share(allocated, self.ssn.total_resource)
+            share = self.shares[uid] = dominant_share(allocated, self.ssn.total_resource,
+                                                       self.total_names)
         return share
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:
@@ -83,7 +88,8 @@ class Drf(PluginBase[NoArgs]):
             allocated.add(task.resreq)
         else:
             allocated.sub(task.resreq)
-        self.shares[task.job] = dominant_share(allocated, self.ssn.total_resource)
+        self.shares[task.job] = dominant_share(allocated, self.ssn.total_resource,
+                                               self.total_names)
 
     def on_allocate(self, task: TaskInfo) -> None:
         self._update(task, +1)
