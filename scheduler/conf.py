@@ -41,7 +41,6 @@ conf or, on a reload, keeps the conf it has; ``lahar run`` does the same. A conf
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +54,7 @@ from plugins import PLUGINS
 from scheduler.confyaml import UnreadableFile, load_conf_yaml, read_text
 from scheduler.framework.arguments import ArgumentError, arg, closest, parse_args, yaml_text
 from scheduler.framework.hooks import HOOK_FLAGS
+from scheduler.framework.lazyregistry import load
 
 __all__ = [
     "ACTION_ARGS",
@@ -187,8 +187,7 @@ def action_args_class(name: str) -> type | None:
     where = ACTION_ARGS.get(name)
     if not isinstance(where, str):
         return where
-    module, _, attribute = where.partition(":")
-    cls: type = getattr(importlib.import_module(module), attribute)
+    cls: type = load(where)
     return cls
 
 

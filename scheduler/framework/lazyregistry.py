@@ -13,7 +13,13 @@ import importlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["LazyRegistry"]
+__all__ = ["LazyRegistry", "load"]
+
+
+def load(where: str) -> Any:
+    """The attribute ``where`` names as ``"module:Attribute"``, its module imported now."""
+    module, _, attribute = where.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 class LazyRegistry(Mapping[str, Any]):
@@ -29,10 +35,11 @@ class LazyRegistry(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         cls = self._loaded.get(name)
         if cls is None:
-            module, _, attribute = self._where[name].partition(":")
-            cls = getattr(importlib.import_module(module), attribute)
+            where = self._where[name]
+            cls = load(where)
             if name != cls.NAME:
-                raise ImportError(f"{module}.{attribute} is named {cls.NAME!r}, not {name!r}")
+                raise ImportError(
+                    f"{where.replace(':', '.')} is named {cls.NAME!r}, not {name!r}")
             self._loaded[name] = cls
         return cls
 
