@@ -349,7 +349,7 @@ class DeviceShare(PluginBase[DeviceShareArgs]):
         self, task: TaskInfo, table: NodeTable, rows: slice | None = None
     ) -> BoolArray:
         window = slice(None) if rows is None else rows
-        mask = np.ones(len(range(*window.indices(len(table)))), dtype=bool)
+        mask = np.ones(len(table.span(window)), dtype=bool)
         for family, request in self._safe_requests(task):  # the families answer every node
             mask &= family.vector_fit(request, table.columns)[window]
             for failed, _ in self._reserve(task, family, request, table):

@@ -207,7 +207,7 @@ class Predicates(PodIndexUser, PluginBase[PredicatesArgs]):
 
     def _ports_ok(self, task: TaskInfo, table: NodeTable, rows: slice = slice(None)
                   ) -> BoolArray:
-        window = range(*rows.indices(len(table)))
+        window = table.span(rows)
         mask = np.ones(len(window), dtype=bool)
         if not self.args.node_ports or not task.spec.host_ports:
             return mask

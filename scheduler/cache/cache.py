@@ -401,6 +401,8 @@ class SchedulerCache(CacheWrites):
     def intern_deferred(self, count: int = 1000) -> bool:
         """Intern up to ``count`` pods whose strings were left for later
         (:mod:`scheduler.cache.intern`); False when none were waiting."""
+        if not self.strings.waiting:  # the loop asks between cycles: no lock for nothing
+            return False
         with self.lock:
             return self.strings.intern_later(count)
 

@@ -176,6 +176,10 @@ class NodeTable:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def span(self, rows: slice) -> range:
+        """The row numbers of the ``rows`` slice of this table (a window of the node search)."""
+        return range(*rows.indices(len(self.nodes)))
+
     def total_allocatable(self) -> Resource:
         """The sum of every node's allocatable, as adding node by node gives it: from the
         column sums when every value is integral (exact in any order), else node by node."""

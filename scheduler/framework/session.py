@@ -476,7 +476,7 @@ class Session:
         if self.shard.hard:
             mask = self.shard.mask[window].copy()
         else:
-            mask = np.ones(len(range(*window.indices(len(table)))), dtype=bool)
+            mask = np.ones(len(table.span(window)), dtype=bool)
         for plugin, windowed in zip(self._predicates, self._windowed, strict=True):
             if rows is None:
                 mask &= plugin.predicate_mask(task, table)
