@@ -89,10 +89,12 @@ def test_controller_writes_shards_by_allocation_band(apiserver: ApiServerDouble)
         runner = threading.Thread(target=controller.run, args=(stop,), daemon=True)
         runner.start()
         try:
-            wait_until(lambda: shard_nodes(apiserver, "busy") == ["n0", "n1"], timeout=10.0,
-                       message="busy shard takes n1")
-            assert shard_nodes(apiserver, "idle") == ["n2", "n3"]
-            assert shard_nodes(apiserver, "gone") is None
+            # One sync writes busy, idle and the deletion one request after another: wait for
+            # the last of them, not the first.
+            wait_until(lambda: (shard_nodes(apiserver, "busy"), shard_nodes(apiserver, "idle"),
+                                shard_nodes(apiserver, "gone"))
+                       == (["n0", "n1"], ["n2", "n3"], None), timeout=10.0,
+                       message="busy shard takes n1, idle takes n3, gone is deleted")
         finally:
             stop.set()
             runner.join(10.0)
