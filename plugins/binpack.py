@@ -75,6 +75,15 @@ class Binpack(PluginBase[BinpackArgs]):
     def score_nodes(self, task: TaskInfo, table: NodeTable, candidates: IntArray) -> FloatArray:
         if self.args.weight == 0:
             return np.zeros(len(candidates))
+        cols, weights, requests, weight_sum = self.request_columns(task, table)
+        if not cols:  # also when weight_sum is 0
+            return np.zeros(len(candidates))
+        return self._every_row(table, cols, weights, requests, weight_sum)[candidates]
+
+    def request_columns(self, task: TaskInfo, table: NodeTable
+                        ) -> tuple[list[int], list[float], list[float], float]:
+        """The table columns ``task`` asks for with a weight, their weights and requests, and
+        the weight sum (which counts a weighted resource no node has: it scores 0 there)."""
         cols: list[int] = []
         weights: list[float] = []
         requests: list[float] = []
@@ -90,11 +99,7 @@ class Binpack(PluginBase[BinpackArgs]):
             cols.append(col)
             weights.append(weight)
             requests.append(request)
-        if weight_sum == 0:
-            return np.zeros(len(candidates))
-        if not cols:
-            return np.zeros(len(candidates))
-        return self._every_row(table, cols, weights, requests, weight_sum)[candidates]
+        return cols, weights, requests, weight_sum
 
     def _every_row(self, table: NodeTable, cols: list[int], weights: list[float],
                    requests: list[float], weight_sum: float) -> FloatArray:

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from actions import allocate, backfill
 from plugins.binpack import Binpack
 from scheduler.api.nodeshard import HARD_SHARDING, SOFT_SHARDING, ShardScope
-from scheduler.api.resource import MIN_RESOURCE
 from scheduler.cluster.manifests import Manifest
 from scheduler.cluster.simulation import build_simulation
 from scheduler.framework import select
@@ -181,17 +180,7 @@ def test_windows_cover_every_row_once_from_the_cursor() -> None:
 
 def _binpack_every_time(self: Binpack, task: Any, table: Any, candidates: Any) -> Any:
     """The former ``Binpack.score_nodes``: the arithmetic over the candidates each time."""
-    cols, weights, requests, weight_sum = [], [], [], 0.0
-    for name, weight in self.args.weights.items():
-        request = task.resreq.get(name)
-        if request < MIN_RESOURCE or weight <= 0:
-            continue
-        weight_sum += weight
-        col = table.dim_index.get(name)
-        if col is not None:
-            cols.append(col)
-            weights.append(weight)
-            requests.append(request)
+    cols, weights, requests, weight_sum = self.request_columns(task, table)
     if not cols:
         return np.zeros(len(candidates))
     return self._scores(table, candidates, cols, weights, requests, weight_sum)
